@@ -1,0 +1,152 @@
+/**
+ * Typed HTTP client for the broker contract. Every reply is parsed with the contract's schema, so a broker
+ * that answers off-contract fails loudly here instead of deep inside a workflow. A typed refusal is a value
+ * (WriteRefused), not an exception: callers decide what each refusal means for them.
+ */
+import type { z } from 'zod';
+import {
+  BadRequest,
+  ClockState,
+  EventsPage,
+  FaultReply,
+  GuardedWrites,
+  InvariantsReport,
+  Node,
+  PartitionView,
+  Progress,
+  PublishReply,
+  SyncBudget,
+  Topology,
+  WriteReply,
+  type Fault,
+  type GuardedWriteName,
+  type GuardedWriteRequest,
+} from './contract';
+
+export class ClusterHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly method: string,
+    readonly path: string,
+    readonly body: unknown,
+  ) {
+    const parsed = BadRequest.safeParse(body);
+    super(
+      `${method} ${path} answered ${status}: ${parsed.success ? parsed.data.message : JSON.stringify(body).slice(0, 300)}`,
+    );
+    this.name = 'ClusterHttpError';
+  }
+}
+
+export interface ClusterClientOptions {
+  token?: string;
+  /** Per request, wall milliseconds. */
+  timeoutMs?: number;
+}
+
+export class ClusterClient {
+  readonly baseUrl: string;
+  constructor(
+    baseUrl: string,
+    private readonly options: ClusterClientOptions = {},
+  ) {
+    this.baseUrl = baseUrl.replace(/\/+$/, '');
+  }
+
+  private async request<S extends z.ZodType>(
+    schema: S,
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    okStatuses: number[] = [200],
+    timeoutMs = this.options.timeoutMs ?? 30_000,
+  ): Promise<z.infer<S>> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.options.token) headers.authorization = `Bearer ${this.options.token}`;
+    const res = await fetch(this.baseUrl + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let json: unknown;
+    try {
+      json = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      json = text;
+    }
+    if (!okStatuses.includes(res.status)) throw new ClusterHttpError(res.status, method, path, json);
+    return schema.parse(json);
+  }
+
+  health(): Promise<unknown> {
+    return fetch(this.baseUrl + '/healthz', { signal: AbortSignal.timeout(5_000) }).then((r) => {
+      if (!r.ok) throw new ClusterHttpError(r.status, 'GET', '/healthz', null);
+      return r.json();
+    });
+  }
+
+  topology(): Promise<Topology> {
+    return this.request(Topology, 'GET', '/v1/topology');
+  }
+
+  partition(id: string): Promise<PartitionView> {
+    return this.request(PartitionView, 'GET', `/v1/partitions/${encodeURIComponent(id)}`);
+  }
+
+  progress(id: string): Promise<Progress> {
+    return this.request(Progress, 'GET', `/v1/partitions/${encodeURIComponent(id)}/progress`);
+  }
+
+  syncBudget(): Promise<SyncBudget> {
+    return this.request(SyncBudget, 'GET', '/v1/sync-budget');
+  }
+
+  /** A guarded write: 200 with the new record, or 409 with a typed refusal. */
+  write<N extends GuardedWriteName>(partition: string, write: N, request: GuardedWriteRequest<N>): Promise<WriteReply> {
+    GuardedWrites[write].parse(request);
+    return this.request(WriteReply, 'POST', `/v1/partitions/${encodeURIComponent(partition)}/${write}`, request, [
+      200, 409,
+    ]);
+  }
+
+  events(after: number, options: { limit?: number; waitMs?: number } = {}): Promise<EventsPage> {
+    const q = new URLSearchParams({ after: String(after) });
+    if (options.limit !== undefined) q.set('limit', String(options.limit));
+    if (options.waitMs !== undefined) q.set('waitMs', String(options.waitMs));
+    return this.request(EventsPage, 'GET', `/v1/events?${q}`, undefined, [200], (options.waitMs ?? 0) + 30_000);
+  }
+
+  invariants(): Promise<InvariantsReport> {
+    return this.request(InvariantsReport, 'GET', '/v1/invariants');
+  }
+
+  clock(): Promise<z.infer<typeof ClockState>> {
+    return this.request(ClockState, 'GET', '/v1/clock');
+  }
+
+  /** Stepped clock only: advance simulated time. */
+  advance(ms: number): Promise<z.infer<typeof ClockState>> {
+    return this.request(ClockState, 'POST', '/v1/clock/advance', { ms });
+  }
+
+  publish(partition: string, count: number): Promise<z.infer<typeof PublishReply>> {
+    return this.request(PublishReply, 'POST', `/v1/partitions/${encodeURIComponent(partition)}/publish`, { count });
+  }
+
+  setRate(partition: string, publishRate: number): Promise<PartitionView> {
+    return this.request(PartitionView, 'POST', `/v1/partitions/${encodeURIComponent(partition)}/rate`, {
+      publishRate,
+    });
+  }
+
+  joinNode(id: string, capacity = 1, zone = 'z1'): Promise<Node> {
+    return this.request(Node, 'POST', '/v1/nodes', { id, capacity, zone });
+  }
+
+  fault(fault: Fault): Promise<z.infer<typeof FaultReply>> {
+    return this.request(FaultReply, 'POST', '/v1/faults', fault);
+  }
+}

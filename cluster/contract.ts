@@ -1,0 +1,393 @@
+/**
+ * The broker contract: what this project needs from a broker to move replicas live, as zod schemas.
+ * TypeScript types are inferred from these schemas and the OpenAPI document (cluster/openapi.ts) is
+ * generated from them, so the three never drift apart. Words follow the design note: owner, follower,
+ * learner, leaving, boundary, eligible set (the accepted history), write requirement W, sync budget,
+ * pending recovery.
+ */
+import { z } from 'zod';
+
+export const CONTRACT_VERSION = '1';
+
+const count = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
+export const NodeId = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a node id: 1-63 of a-z, 0-9, "-", "_", starting with a letter or digit');
+export type NodeId = z.infer<typeof NodeId>;
+export const PartitionId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a partition id: 1-128 of A-Z, a-z, 0-9, ".", "_", "-"');
+export type PartitionId = z.infer<typeof PartitionId>;
+/** Offsets count messages: a replica durable at offset d holds messages 0 .. d-1. */
+export const Offset = count;
+
+// ---------------------------------------------------------------- reads: topology
+
+export const Node = z.object({
+  id: NodeId,
+  /** Changes on every restart: the accepted history binds a replica to one process. */
+  processId: z.string(),
+  /** Changes when the disk is lost: the accepted history binds a replica to one storage instance. */
+  storageInstance: z.string(),
+  live: z.boolean(),
+  /** Relative capacity, 1 = a standard node; load score dimensions are divided by it. */
+  capacity: z.number().positive().max(1000),
+  zone: z.string(),
+  /** Messages per second, from heartbeat labels: advisory only. */
+  publishRate: z.number().min(0),
+  deliveryRate: z.number().min(0),
+  draining: z.boolean(),
+});
+export type Node = z.infer<typeof Node>;
+
+export const DurabilityPolicy = z.discriminatedUnion('mode', [
+  z.object({ mode: z.literal('majority_durable') }),
+  z.object({ mode: z.literal('replica_durable'), n: z.int().min(1).max(16) }),
+  z.object({ mode: z.literal('replica_accepted'), n: z.int().min(1).max(16) }),
+  z.object({ mode: z.literal('local_durable') }),
+]);
+export type DurabilityPolicy = z.infer<typeof DurabilityPolicy>;
+
+/** W, from the configured replication factor and the policy, never from the copies assigned right now. */
+export function writeRequirement(policy: DurabilityPolicy, replicationFactor: number): number {
+  switch (policy.mode) {
+    case 'local_durable':
+      return 1;
+    case 'replica_durable':
+    case 'replica_accepted':
+      return Math.min(policy.n, replicationFactor);
+    case 'majority_durable':
+      return Math.floor(replicationFactor / 2) + 1;
+  }
+}
+
+/** One member of the accepted history: the eligible recovery set is the history's replicas. */
+export const HistoryEntry = z.object({
+  node: NodeId,
+  processId: z.string(),
+  storageInstance: z.string(),
+  /** A restarted follower, kept in its eligible-set slot until learner admission takes it back. */
+  suspended: z.boolean(),
+});
+export type HistoryEntry = z.infer<typeof HistoryEntry>;
+
+export const PendingRecovery = z.object({
+  /** The epoch that failed; activation publishes epoch + 1. */
+  epoch: count,
+  openedAt: count,
+  reason: z.string(),
+  failedOwner: NodeId,
+});
+export type PendingRecovery = z.infer<typeof PendingRecovery>;
+
+export const RetainedCopy = z.object({
+  node: NodeId,
+  durableOffset: Offset,
+  removedAt: count,
+  retainedUntil: count,
+});
+export type RetainedCopy = z.infer<typeof RetainedCopy>;
+
+/** The switch boundary B, recorded by the swap: the owner's confirmed tail when it switched sets. */
+export const SwitchBoundary = z.object({
+  offset: Offset,
+  joined: NodeId,
+  leaving: NodeId,
+  epoch: count,
+});
+export type SwitchBoundary = z.infer<typeof SwitchBoundary>;
+
+export const Partition = z.object({
+  id: PartitionId,
+  kind: z.enum(['queue', 'stream']),
+  owner: NodeId,
+  /** Counted copies besides the owner (suspended ones do not count until re-admitted). */
+  followers: z.array(NodeId),
+  /** Replicate from the owner, never count toward a confirm, never change W. */
+  learners: z.array(NodeId),
+  /** The follower a swap stopped counting: no longer in followers, still replicating and eligible until removed. */
+  leaving: NodeId.nullable(),
+  epoch: count,
+  /** This partition's record version: every guarded write names the one it expects. */
+  generation: count,
+  replicationFactor: z.int().min(1).max(16),
+  durability: DurabilityPolicy,
+  /** W, derived from replicationFactor and durability. */
+  writeRequirement: z.int().min(1).max(16),
+  history: z.array(HistoryEntry),
+  pendingRecovery: PendingRecovery.nullable(),
+  /** Closed by the owner for a planned handoff; publishes wait while it is closed. */
+  admission: z.enum(['open', 'closed']),
+  boundary: SwitchBoundary.nullable(),
+  retainedCopies: z.array(RetainedCopy),
+});
+export type Partition = z.infer<typeof Partition>;
+
+export const Topology = z.object({
+  contractVersion: z.string(),
+  /** Coordination generation: rises with every change to any record. */
+  generation: count,
+  now: count,
+  nodes: z.array(Node),
+  partitions: z.array(Partition),
+});
+export type Topology = z.infer<typeof Topology>;
+
+// ---------------------------------------------------------------- reads: progress and sync budget
+
+export const ReplicaRole = z.enum(['owner', 'follower', 'leaving', 'learner']);
+export type ReplicaRole = z.infer<typeof ReplicaRole>;
+
+export const ReplicaProgress = z.object({
+  node: NodeId,
+  role: ReplicaRole,
+  durableOffset: Offset,
+  live: z.boolean(),
+  /** In the accepted history (eligible). */
+  admitted: z.boolean(),
+  suspended: z.boolean(),
+  /** Bytes still to copy before this replica is caught up (0 for caught-up replicas). */
+  bytesRemaining: count,
+  /** Where a catching-up replica is: copying a checkpoint, following the log tail, or caught up. */
+  phase: z.enum(['checkpoint', 'tail', 'caught_up']),
+  /** Set when the transfer to this replica made no progress since this time (simulated ms). */
+  stalledSince: count.nullable(),
+});
+export type ReplicaProgress = z.infer<typeof ReplicaProgress>;
+
+export const Progress = z.object({
+  partition: PartitionId,
+  generation: count,
+  epoch: count,
+  now: count,
+  /** Next offset the owner will append. */
+  tail: Offset,
+  /** The owner's confirmed tail: every message below it is confirmed. */
+  confirmedTail: Offset,
+  /** Offsets below this were truncated by the owner: a learner starting lower copies a checkpoint. */
+  logStart: Offset,
+  messageBytes: z.int().min(1),
+  boundary: Offset.nullable(),
+  replicas: z.array(ReplicaProgress),
+});
+export type Progress = z.infer<typeof Progress>;
+
+export const Transfer = z.object({
+  partition: PartitionId,
+  node: NodeId,
+  /** Recovery transfers (rejoining suspended followers) always come before rebalancing ones. */
+  kind: z.enum(['recovery', 'rebalance']),
+  bytesRemaining: count,
+});
+export type Transfer = z.infer<typeof Transfer>;
+
+export const SyncBudget = z.object({
+  perNodeLimit: z.int().min(0),
+  clusterLimit: z.int().min(0),
+  clusterInUse: z.int().min(0),
+  nodes: z.array(z.object({ node: NodeId, inUse: z.int().min(0), limit: z.int().min(0) })),
+  transfers: z.array(Transfer),
+});
+export type SyncBudget = z.infer<typeof SyncBudget>;
+
+export const PartitionView = z.object({ partition: Partition, progress: Progress });
+export type PartitionView = z.infer<typeof PartitionView>;
+
+// ---------------------------------------------------------------- guarded writes
+
+export const IdempotencyKey = z.string().min(1).max(200);
+
+const guard = {
+  /** The partition generation the caller read; a different one is refused with generation_mismatch. */
+  expectedGeneration: count,
+  /** The same key again returns the first reply, so a retry after a lost reply is harmless. */
+  idempotencyKey: IdempotencyKey,
+};
+
+export const AddLearnerRequest = z.object({ ...guard, node: NodeId }).strict();
+export const DropLearnerRequest = z.object({ ...guard, node: NodeId }).strict();
+export const SwapRequest = z.object({ ...guard, learner: NodeId, leaving: NodeId }).strict();
+export const RemoveLeavingRequest = z.object({ ...guard, node: NodeId }).strict();
+export const PromoteLearnerRequest = z.object({ ...guard, node: NodeId }).strict();
+export const CloseAdmissionRequest = z.object({ ...guard }).strict();
+export const ContinuationCertificate = z
+  .object({
+    /** The final boundary the old owner reported when it closed admission. */
+    finalBoundary: Offset,
+    /** The epoch being continued; the new owner serves at epoch + 1. */
+    epoch: count,
+  })
+  .strict();
+export const CommitOwnerRequest = z
+  .object({ ...guard, newOwner: NodeId, certificate: ContinuationCertificate })
+  .strict();
+export const ReopenAdmissionRequest = z.object({ ...guard }).strict();
+
+/** Every guarded write, by the path segment that names it (POST /v1/partitions/{id}/{write}). */
+export const GuardedWrites = {
+  'add-learner': AddLearnerRequest,
+  'drop-learner': DropLearnerRequest,
+  swap: SwapRequest,
+  'remove-leaving': RemoveLeavingRequest,
+  'promote-learner': PromoteLearnerRequest,
+  'close-admission': CloseAdmissionRequest,
+  'commit-owner': CommitOwnerRequest,
+  'reopen-admission': ReopenAdmissionRequest,
+} as const;
+export type GuardedWriteName = keyof typeof GuardedWrites;
+export const GuardedWriteName = z.enum(Object.keys(GuardedWrites) as [GuardedWriteName, ...GuardedWriteName[]]);
+export type GuardedWriteRequest<N extends GuardedWriteName> = z.infer<(typeof GuardedWrites)[N]>;
+
+export const RefusalCode = z.enum([
+  'pending_recovery',
+  'generation_mismatch',
+  'no_sync_budget',
+  'not_admitted',
+  'not_caught_up',
+  'boundary_not_covered',
+  'change_in_flight',
+  'unknown_node',
+  'node_down',
+  'node_draining',
+  'not_a_queue',
+  'already_a_replica',
+  'not_a_learner',
+  'not_a_follower',
+  'not_leaving',
+  'admission_closed',
+  'admission_open',
+  'certificate_mismatch',
+  'injected',
+]);
+export type RefusalCode = z.infer<typeof RefusalCode>;
+
+export const Refusal = z.object({
+  code: RefusalCode,
+  /** Plain words: what was wrong and what was expected. */
+  message: z.string(),
+  /** What the cluster saw when it refused (generation, offsets, budget in use, ...). */
+  saw: z.record(z.string(), z.unknown()),
+});
+export type Refusal = z.infer<typeof Refusal>;
+
+export const WriteAccepted = z.object({
+  ok: z.literal(true),
+  write: GuardedWriteName,
+  partition: Partition,
+  /** swap: boundary B; close-admission: the final boundary. */
+  boundary: Offset.nullable(),
+});
+export const WriteRefused = z.object({ ok: z.literal(false), write: GuardedWriteName, refusal: Refusal });
+export const WriteReply = z.discriminatedUnion('ok', [WriteAccepted, WriteRefused]);
+export type WriteAccepted = z.infer<typeof WriteAccepted>;
+export type WriteRefused = z.infer<typeof WriteRefused>;
+export type WriteReply = z.infer<typeof WriteReply>;
+
+// ---------------------------------------------------------------- event feed
+
+const eventBase = { seq: count, at: count };
+const partitionEvent = { ...eventBase, partition: PartitionId };
+export const ClusterEvent = z.discriminatedUnion('type', [
+  z.object({
+    ...partitionEvent,
+    type: z.literal('progress'),
+    generation: count,
+    confirmedTail: Offset,
+    boundary: Offset.nullable(),
+    replicas: z.array(
+      z.object({ node: NodeId, durableOffset: Offset, bytesRemaining: count, stalled: z.boolean() }),
+    ),
+  }),
+  z.object({ ...partitionEvent, type: z.literal('admitted'), node: NodeId, generation: count }),
+  z.object({ ...partitionEvent, type: z.literal('suspended'), node: NodeId, generation: count }),
+  z.object({ ...partitionEvent, type: z.literal('recovery_opened'), epoch: count, failedOwner: NodeId }),
+  z.object({
+    ...partitionEvent,
+    type: z.literal('recovery_activated'),
+    epoch: count,
+    owner: NodeId,
+    generation: count,
+  }),
+  z.object({
+    ...partitionEvent,
+    type: z.literal('assignment_changed'),
+    write: GuardedWriteName,
+    generation: count,
+  }),
+  z.object({ ...partitionEvent, type: z.literal('admission_closed'), finalBoundary: Offset }),
+  z.object({ ...partitionEvent, type: z.literal('admission_reopened') }),
+  z.object({ ...eventBase, type: z.literal('node_down'), node: NodeId }),
+  z.object({ ...eventBase, type: z.literal('node_up'), node: NodeId, processId: z.string() }),
+  z.object({ ...eventBase, type: z.literal('node_joined'), node: NodeId }),
+  z.object({ ...eventBase, type: z.literal('disk_lost'), node: NodeId }),
+]);
+export type ClusterEvent = z.infer<typeof ClusterEvent>;
+export type ClusterEventType = ClusterEvent['type'];
+
+export const EventsQuery = z
+  .object({
+    after: z.coerce.number().pipe(count).default(0),
+    limit: z.coerce.number().pipe(z.int().min(1).max(10_000)).default(1000),
+    /** Long-poll: wait up to this many wall milliseconds for an event after `after`. */
+    waitMs: z.coerce.number().pipe(z.int().min(0).max(60_000)).default(0),
+  })
+  .strict();
+export const EventsPage = z.object({
+  events: z.array(ClusterEvent),
+  /** Pass as `after` next time. */
+  cursor: count,
+});
+export type EventsPage = z.infer<typeof EventsPage>;
+
+// ---------------------------------------------------------------- invariants
+
+export const Breach = z.object({
+  at: count,
+  /** 1-5, numbered as in the design's safety invariants. */
+  invariant: z.int().min(1).max(5),
+  partition: PartitionId,
+  offset: Offset.nullable(),
+  detail: z.string(),
+  state: z.record(z.string(), z.unknown()),
+});
+export type Breach = z.infer<typeof Breach>;
+export const InvariantsReport = z.object({ checks: count, breaches: z.array(Breach) });
+export type InvariantsReport = z.infer<typeof InvariantsReport>;
+
+// ---------------------------------------------------------------- reference-cluster controls (not part of what a broker must offer)
+
+export const ClockState = z.object({ mode: z.enum(['wall', 'stepped']), now: count });
+export const AdvanceRequest = z.object({ ms: z.int().min(1).max(86_400_000) }).strict();
+export const PublishRequest = z.object({ count: z.int().min(1).max(1_000_000) }).strict();
+export const PublishReply = z.object({ firstOffset: Offset, nextOffset: Offset });
+export const SetRateRequest = z.object({ publishRate: z.number().min(0).max(1_000_000) }).strict();
+export const JoinNodeRequest = z
+  .object({ id: NodeId, capacity: z.number().positive().max(1000).default(1), zone: z.string().min(1).max(64).default('z1') })
+  .strict();
+
+export const Fault = z.discriminatedUnion('fault', [
+  z.object({ fault: z.literal('crash-node'), node: NodeId }).strict(),
+  z.object({ fault: z.literal('restart-node'), node: NodeId }).strict(),
+  z.object({ fault: z.literal('lose-disk'), node: NodeId }).strict(),
+  z.object({ fault: z.literal('fail-owner'), partition: PartitionId }).strict(),
+  z.object({ fault: z.literal('delay-events'), ms: z.int().min(0).max(3_600_000) }).strict(),
+  z.object({ fault: z.literal('drop-events'), count: z.int().min(0).max(1_000_000) }).strict(),
+  z
+    .object({
+      fault: z.literal('refuse-next-write'),
+      partition: PartitionId.optional(),
+      write: GuardedWriteName.optional(),
+    })
+    .strict(),
+  z.object({ fault: z.literal('stall-transfer'), partition: PartitionId, node: NodeId, stalled: z.boolean() }).strict(),
+]);
+export type Fault = z.infer<typeof Fault>;
+export const FaultReply = z.object({ ok: z.literal(true), fault: z.string(), detail: z.string() });
+
+/** Every 4xx reply that is not a typed refusal. */
+export const BadRequest = z.object({
+  error: z.enum(['bad_request', 'not_found', 'conflict', 'unauthorized']),
+  message: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).default([]),
+});
+export type BadRequest = z.infer<typeof BadRequest>;
