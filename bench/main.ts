@@ -1,0 +1,35 @@
+/**
+ * `npm run bench -- <name> [args]` runs bench/<name>.ts; with no name it lists the benchmarks.
+ * Add one by writing bench/<name>.ts with `export async function run(args: string[])` and a line below.
+ */
+interface Bench {
+  run(args: string[]): Promise<void>;
+}
+
+const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
+  cluster: {
+    about: 'reference cluster: guarded writes/s and latency over HTTP vs /healthz, 10k-partition simulation speed, database size',
+    load: () => import('./cluster'),
+  },
+};
+
+async function main(): Promise<number> {
+  const [name, ...args] = process.argv.slice(2).filter((a) => a !== '--');
+  const bench = name === undefined ? undefined : BENCHES[name];
+  if (bench === undefined) {
+    if (name !== undefined) console.error(`unknown benchmark "${name}"`);
+    console.log('usage: npm run bench -- <name> [args]\n\nbenchmarks:');
+    for (const [n, b] of Object.entries(BENCHES)) console.log(`  ${n.padEnd(10)} ${b.about}`);
+    return name === undefined ? 0 : 1;
+  }
+  await (await bench.load()).run(args);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? err.stack : err);
+    process.exit(1);
+  },
+);

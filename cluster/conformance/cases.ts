@@ -1,0 +1,978 @@
+/**
+ * The contract's behaviour cases. Each takes a Harness around a client for a stepped-clock cluster and
+ * picks the partitions and nodes it needs from the current topology, so the suite runs against a fresh
+ * cluster per case or against one long-lived cluster. A case leaves its partitions quiet again when it can.
+ *
+ * Shape the suite expects (`SUITE_SHAPE`): >= 5 live nodes, queue partitions with replication factor 3 and
+ * majority durability (enough of them for the sync-budget cases: perNodeLimit + 1, clusterLimit + 1), at
+ * least one stream, a stepped clock, and the reference controls (clock, faults, publish, join).
+ */
+import {
+  writeRequirement,
+  type ClusterEvent,
+  type Partition,
+  type WriteAccepted,
+} from '../contract';
+import { Harness, Skip, WRITE_NAMES, check, checkEqual, plausibleBody, replicasOf, show } from './harness';
+
+export interface ConformanceCase {
+  name: string;
+  run(h: Harness): Promise<void>;
+}
+
+export const SUITE_SHAPE = { nodes: 5, queuePartitions: 12, replicationFactor: 3, streams: 1 } as const;
+
+const cases: ConformanceCase[] = [];
+function conformance(name: string, run: (h: Harness) => Promise<void>): void {
+  cases.push({ name, run });
+}
+
+// ---------------------------------------------------------------- scenario helpers
+
+async function durableOf(h: Harness, partition: string, node: string): Promise<number> {
+  const progress = await h.client.progress(partition);
+  const r = progress.replicas.find((x) => x.node === node);
+  if (r === undefined) throw new Error(`${node} has no progress on ${partition}`);
+  return r.durableOffset;
+}
+
+/** Add `node` as a learner and step the clock until the cluster admits it (event `admitted`). */
+async function admitLearner(h: Harness, p: Partition, node: string): Promise<Partition> {
+  const cursor = await h.cursor();
+  await h.accept(p.id, 'add-learner', { node });
+  await h.advanceUntilEvent(
+    `learner ${node} admitted on ${p.id}`,
+    cursor,
+    (e) => e.type === 'admitted' && e.partition === p.id && e.node === node,
+  );
+  const after = await h.record(p.id);
+  check(after.learners.includes(node), `admitted learner ${node} stays in learners: ${show(after.learners)}`);
+  check(
+    after.history.some((x) => x.node === node && !x.suspended),
+    `admitted learner ${node} joins the accepted history: ${show(after.history)}`,
+  );
+  checkEqual(after.writeRequirement, p.writeRequirement, 'W after admission');
+  checkEqual(after.epoch, p.epoch, 'epoch after admission');
+  checkEqual(after.owner, p.owner, 'owner after admission');
+  return after;
+}
+
+/**
+ * Leave `node` behind the owner: stall its transfer, publish, and step until the confirmed tail (counted
+ * from the other copies) is `gap` past it. The caller unstalls it with `release`.
+ */
+async function leaveBehind(h: Harness, partition: string, node: string, gap = 5_000): Promise<void> {
+  await h.client.fault({ fault: 'stall-transfer', partition, node, stalled: true });
+  const stuckAt = await durableOf(h, partition, node);
+  await h.client.publish(partition, gap);
+  await h.advanceUntil(`confirmed tail of ${partition} ${gap} past stalled ${node}`, async () => {
+    const progress = await h.client.progress(partition);
+    return progress.confirmedTail >= stuckAt + gap;
+  });
+}
+
+async function release(h: Harness, partition: string, node: string): Promise<void> {
+  await h.client.fault({ fault: 'stall-transfer', partition, node, stalled: false });
+}
+
+/** Best-effort return of a partition to quiet after a case, so a long-lived cluster stays usable. */
+async function tidy(h: Harness, partition: string): Promise<void> {
+  const p = await h.record(partition);
+  if (p.pendingRecovery !== null || p.kind !== 'queue') return;
+  if (p.admission === 'closed') await h.write(partition, 'reopen-admission', {});
+  for (const l of p.learners) {
+    await release(h, partition, l);
+    await h.write(partition, 'drop-learner', { node: l });
+  }
+}
+
+/**
+ * A partition past the swap: learner T counts, follower R is leaving, and T is held below the boundary
+ * (its transfer stalled) so the removal cannot happen yet. `finish` completes the move.
+ */
+async function swapped(h: Harness) {
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const target = await h.spareNode();
+  await admitLearner(h, p, target);
+  await leaveBehind(h, p.id, target, 5);
+  const leaving = p.followers[0]!;
+  const tailBefore = (await h.client.progress(p.id)).confirmedTail;
+  const swap = await h.accept(p.id, 'swap', { learner: target, leaving });
+  checkEqual(swap.boundary, tailBefore, 'swap boundary = confirmed tail at the swap');
+  return {
+    p,
+    target,
+    leaving,
+    boundary: swap.boundary ?? 0,
+    async finish(): Promise<void> {
+      await release(h, p.id, target);
+      await h.advanceUntil(`${target} durable at the boundary`, async () => {
+        return (await durableOf(h, p.id, target)) >= (swap.boundary ?? 0);
+      });
+      await h.accept(p.id, 'remove-leaving', { node: leaving });
+    },
+  };
+}
+
+// ---------------------------------------------------------------- every write: shared preconditions
+
+for (const write of WRITE_NAMES) {
+  conformance(`${write}: a stream partition is refused not_a_queue`, async (h) => {
+    const s = await h.stream();
+    const spare = await h.spareNode();
+    await h.refuse(s.id, write, plausibleBody(write, s, spare), 'not_a_queue');
+    // Even a stale generation reports not_a_queue first: streams are out of scope whatever the caller read.
+    await h.refuse(s.id, write, plausibleBody(write, s, spare), 'not_a_queue', {
+      expectedGeneration: s.generation + 1000,
+    });
+  });
+
+  conformance(`${write}: a stale generation is refused generation_mismatch`, async (h) => {
+    const p = await h.quietQueue();
+    const spare = await h.spareNode();
+    const refused = await h.refuse(p.id, write, plausibleBody(write, p, spare), 'generation_mismatch', {
+      expectedGeneration: p.generation + 1000,
+    });
+    check(
+      JSON.stringify(refused.refusal.saw).includes(String(p.generation)),
+      `generation_mismatch says which generation it saw: ${show(refused.refusal.saw)}`,
+    );
+  });
+}
+
+conformance('pending recovery: every write is refused until activation, which bumps the epoch', async (h) => {
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const spare = await h.spareNode();
+  const cursor = await h.cursor();
+  await h.client.fault({ fault: 'fail-owner', partition: p.id });
+  const fenced = await h.record(p.id);
+  check(fenced.pendingRecovery !== null, `fail-owner opens a pending recovery on ${p.id}`);
+  checkEqual(fenced.pendingRecovery.epoch, p.epoch, 'pending recovery names the failed epoch');
+  checkEqual(fenced.pendingRecovery.failedOwner, p.owner, 'pending recovery names the failed owner');
+  for (const write of WRITE_NAMES) {
+    await h.refuse(p.id, write, plausibleBody(write, fenced, spare), 'pending_recovery');
+  }
+  // The pending recovery comes before the generation check: a stale caller still learns why.
+  await h.refuse(p.id, 'add-learner', { node: spare }, 'pending_recovery', {
+    expectedGeneration: fenced.generation + 1000,
+  });
+  const activated = await h.advanceUntilEvent(
+    `recovery of ${p.id} activated`,
+    cursor,
+    (e) => e.type === 'recovery_activated' && e.partition === p.id,
+  );
+  const opened = (await h.eventsSince(cursor)).find((e) => e.type === 'recovery_opened' && e.partition === p.id);
+  check(opened !== undefined, 'the feed carries recovery_opened before recovery_activated');
+  check(opened.seq < activated.seq, 'recovery_opened precedes recovery_activated');
+  const after = await h.record(p.id);
+  checkEqual(after.pendingRecovery, null, 'pending recovery after activation');
+  checkEqual(after.epoch, p.epoch + 1, 'epoch after activation');
+  check(after.generation > fenced.generation, 'activation raises the generation');
+  checkEqual(after.writeRequirement, p.writeRequirement, 'W after recovery');
+  if (activated.type === 'recovery_activated') {
+    checkEqual(activated.epoch, p.epoch + 1, 'recovery_activated epoch');
+    checkEqual(activated.owner, after.owner, 'recovery_activated owner');
+  }
+  check(after.owner !== p.owner, `a replacement owner serves (was ${p.owner}, now ${after.owner})`);
+  // Serving again: a guarded write is accepted under the new epoch.
+  await h.accept(p.id, 'add-learner', { node: spare });
+  await h.accept(p.id, 'drop-learner', { node: spare });
+});
+
+conformance('injected fault: refuse-next-write refuses one write injected, then writes pass', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await h.client.fault({ fault: 'refuse-next-write', partition: p.id, write: 'add-learner' });
+  await h.refuse(p.id, 'add-learner', { node: spare }, 'injected');
+  await h.accept(p.id, 'add-learner', { node: spare });
+  await h.accept(p.id, 'drop-learner', { node: spare });
+});
+
+// ---------------------------------------------------------------- add-learner
+
+conformance('add-learner: unknown node is refused unknown_node', async (h) => {
+  const p = await h.quietQueue();
+  await h.refuse(p.id, 'add-learner', { node: `no-such-node-${h.runId}` }, 'unknown_node');
+});
+
+conformance('add-learner: a down node is refused node_down', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await h.client.fault({ fault: 'crash-node', node: spare });
+  try {
+    await h.refuse(p.id, 'add-learner', { node: spare }, 'node_down');
+  } finally {
+    await h.client.fault({ fault: 'restart-node', node: spare });
+  }
+});
+
+conformance('add-learner: a draining node is refused node_draining', async (h) => {
+  const topo = await h.client.topology();
+  const draining = topo.nodes.find((n) => n.draining && n.live);
+  // The contract has no write that starts a drain, so this needs an implementation that shows one.
+  if (draining === undefined) throw new Skip('no live draining node in the topology and no contract call to drain one');
+  const p = topo.partitions.find(
+    (x) => x.kind === 'queue' && x.pendingRecovery === null && !replicasOf(x).includes(draining.id),
+  );
+  if (p === undefined) throw new Skip('no queue partition without a copy on the draining node');
+  await h.refuse(p.id, 'add-learner', { node: draining.id }, 'node_draining');
+});
+
+conformance('add-learner: the owner or a follower is refused already_a_replica', async (h) => {
+  const p = await h.quietQueue();
+  await h.refuse(p.id, 'add-learner', { node: p.owner }, 'already_a_replica');
+  await h.refuse(p.id, 'add-learner', { node: p.followers[0]! }, 'already_a_replica');
+});
+
+conformance('add-learner: a second learner is refused change_in_flight', async (h) => {
+  const p = await h.quietQueue();
+  const first = await h.spareNode();
+  await h.accept(p.id, 'add-learner', { node: first });
+  try {
+    const second = await h.spareNode([first]);
+    await h.refuse(p.id, 'add-learner', { node: second }, 'change_in_flight');
+    await h.refuse(p.id, 'add-learner', { node: first }, 'already_a_replica');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('add-learner: a leaving replica in place is refused change_in_flight', async (h) => {
+  const s = await swapped(h);
+  const other = await h.spareNode([s.target]);
+  await h.refuse(s.p.id, 'add-learner', { node: other }, 'change_in_flight');
+  await s.finish();
+});
+
+conformance('add-learner: the per-node sync budget is refused no_sync_budget', async (h) => {
+  const budget = await h.client.syncBudget();
+  const target = await h.spareNode();
+  const room = Math.min(budget.perNodeLimit, budget.clusterLimit - budget.clusterInUse);
+  if (room < budget.perNodeLimit) throw new Skip(`cluster budget has room for ${room} only; run on an idle cluster`);
+  const parts = await h.quietQueues(budget.perNodeLimit + 1);
+  const used = parts.slice(0, budget.perNodeLimit);
+  try {
+    for (const p of used) await h.accept(p.id, 'add-learner', { node: target });
+    const after = await h.client.syncBudget();
+    const mine = after.nodes.find((n) => n.node === target);
+    checkEqual(mine?.inUse, budget.perNodeLimit, `sync budget in use on ${target}`);
+    const refused = await h.refuse(parts.at(-1)!.id, 'add-learner', { node: target }, 'no_sync_budget');
+    check(Object.keys(refused.refusal.saw).length > 0, 'no_sync_budget says what budget it saw');
+  } finally {
+    for (const p of used) await tidy(h, p.id);
+  }
+});
+
+conformance('add-learner: the cluster-wide sync budget is refused no_sync_budget', async (h) => {
+  const budget = await h.client.syncBudget();
+  if (budget.clusterInUse > 0) throw new Skip('transfers already in flight; run on an idle cluster');
+  const limit = budget.clusterLimit;
+  const perNode = Math.max(1, budget.perNodeLimit);
+  const parts = await h.quietQueues(limit + 1);
+  const targets: string[] = [];
+  const used: Partition[] = [];
+  try {
+    for (let i = 0; i < limit; i += 1) {
+      if (i % perNode === 0) targets.push(await h.spareNode(targets));
+      await h.accept(parts[i]!.id, 'add-learner', { node: targets.at(-1)! });
+      used.push(parts[i]!);
+    }
+    checkEqual((await h.client.syncBudget()).clusterInUse, limit, 'cluster sync budget in use');
+    const fresh = await h.spareNode(targets);
+    await h.refuse(parts[limit]!.id, 'add-learner', { node: fresh }, 'no_sync_budget');
+  } finally {
+    for (const p of used) await tidy(h, p.id);
+  }
+});
+
+// ---------------------------------------------------------------- drop-learner
+
+conformance('drop-learner: a follower is refused not_a_learner', async (h) => {
+  const p = await h.quietQueue();
+  await h.refuse(p.id, 'drop-learner', { node: p.followers[0]! }, 'not_a_learner');
+  await h.refuse(p.id, 'drop-learner', { node: p.owner }, 'not_a_learner');
+});
+
+conformance('drop-learner: cancels a move without touching who counts', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await h.accept(p.id, 'add-learner', { node: spare });
+  const dropped = await h.accept(p.id, 'drop-learner', { node: spare });
+  checkEqual(dropped.partition.learners, [], 'learners after drop');
+  checkEqual(dropped.partition.followers, p.followers, 'followers after drop');
+  checkEqual(dropped.partition.owner, p.owner, 'owner after drop');
+  checkEqual(dropped.partition.writeRequirement, p.writeRequirement, 'W after drop');
+  checkEqual(dropped.partition.epoch, p.epoch, 'epoch after drop');
+  checkEqual(
+    (await h.client.syncBudget()).transfers.filter((t) => t.partition === p.id),
+    [],
+    'transfers of the partition after drop',
+  );
+});
+
+// ---------------------------------------------------------------- swap
+
+conformance('swap: a node that is not a learner is refused not_a_learner', async (h) => {
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const spare = await h.spareNode();
+  await h.refuse(p.id, 'swap', { learner: spare, leaving: p.followers[0]! }, 'not_a_learner');
+  await h.refuse(p.id, 'swap', { learner: p.followers[1]!, leaving: p.followers[0]! }, 'not_a_learner');
+});
+
+conformance('swap: a learner not yet admitted is refused not_admitted', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await h.accept(p.id, 'add-learner', { node: spare });
+  try {
+    await h.refuse(p.id, 'swap', { learner: spare, leaving: p.followers[0]! }, 'not_admitted');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('swap: an admitted learner far behind the tail is refused not_caught_up', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  try {
+    await admitLearner(h, p, spare);
+    await leaveBehind(h, p.id, spare);
+    await h.refuse(p.id, 'swap', { learner: spare, leaving: p.followers[0]! }, 'not_caught_up');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('swap: the owner or a non-replica as leaving is refused not_a_follower', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  try {
+    await admitLearner(h, p, spare);
+    await h.refuse(p.id, 'swap', { learner: spare, leaving: p.owner }, 'not_a_follower');
+    const stranger = await h.spareNode([spare]);
+    await h.refuse(p.id, 'swap', { learner: spare, leaving: stranger }, 'not_a_follower');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('swap: closed admission is refused admission_closed', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  try {
+    await admitLearner(h, p, spare);
+    const q = await h.record(p.id);
+    // close-admission itself may refuse while a learner is in flight; then the swap cannot see it closed.
+    const closed = await h.write(p.id, 'close-admission', {}, { expectedGeneration: q.generation });
+    if (!closed.ok) {
+      throw new Skip(`close-admission refused ${closed.refusal.code} with an admitted learner, so swap cannot meet a closed admission`);
+    }
+    await h.refuse(p.id, 'swap', { learner: spare, leaving: p.followers[0]! }, 'admission_closed');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('swap: boundary B is the confirmed tail, the learner counts and the old follower is leaving', async (h) => {
+  const s = await swapped(h);
+  const after = await h.record(s.p.id);
+  check(after.followers.includes(s.target), `${s.target} joins followers: ${show(after.followers)}`);
+  check(!after.followers.includes(s.leaving), `${s.leaving} leaves followers: ${show(after.followers)}`);
+  check(!after.learners.includes(s.target), `${s.target} leaves learners: ${show(after.learners)}`);
+  checkEqual(after.leaving, s.leaving, 'leaving after swap');
+  checkEqual(after.boundary?.offset, s.boundary, 'recorded switch boundary');
+  checkEqual(after.boundary?.joined, s.target, 'boundary.joined');
+  checkEqual(after.boundary?.leaving, s.leaving, 'boundary.leaving');
+  checkEqual(after.writeRequirement, s.p.writeRequirement, 'W after swap');
+  checkEqual(after.replicationFactor, s.p.replicationFactor, 'replication factor after swap');
+  check(after.history.some((x) => x.node === s.leaving), 'the leaving replica stays in the eligible set');
+  checkEqual((await h.client.progress(s.p.id)).boundary, s.boundary, 'progress reports the boundary');
+  await s.finish();
+});
+
+// ---------------------------------------------------------------- remove-leaving
+
+conformance('remove-leaving: a replica that is not leaving is refused not_leaving', async (h) => {
+  const p = await h.quietQueue();
+  await h.refuse(p.id, 'remove-leaving', { node: p.followers[0]! }, 'not_leaving');
+  await h.refuse(p.id, 'remove-leaving', { node: p.owner }, 'not_leaving');
+});
+
+conformance('remove-leaving: before the joined replica covers the boundary it is refused boundary_not_covered', async (h) => {
+  const s = await swapped(h);
+  const durable = await durableOf(h, s.p.id, s.target);
+  check(durable < s.boundary, `setup: ${s.target} durable ${durable} below boundary ${s.boundary}`);
+  const refused = await h.refuse(s.p.id, 'remove-leaving', { node: s.leaving }, 'boundary_not_covered');
+  check(
+    JSON.stringify(refused.refusal.saw).includes(String(s.boundary)),
+    `boundary_not_covered says which boundary it saw: ${show(refused.refusal.saw)}`,
+  );
+  await s.finish();
+});
+
+conformance('remove-leaving: a suspended rejoin in flight is refused change_in_flight', async (h) => {
+  const s = await swapped(h);
+  const other = s.p.followers.find((f) => f !== s.leaving);
+  check(other !== undefined, 'setup: a second follower');
+  await release(h, s.p.id, s.target);
+  await h.advanceUntil(`${s.target} covers the boundary`, async () => (await durableOf(h, s.p.id, s.target)) >= s.boundary);
+  // Restarting a follower suspends it until learner admission takes it back: another change in flight.
+  await h.client.fault({ fault: 'crash-node', node: other });
+  await h.client.fault({ fault: 'restart-node', node: other });
+  const q = await h.record(s.p.id);
+  if (!q.history.some((x) => x.node === other && x.suspended)) {
+    throw new Skip(`restarting ${other} did not leave a suspended rejoin to observe`);
+  }
+  await h.refuse(s.p.id, 'remove-leaving', { node: s.leaving }, 'change_in_flight');
+  await h.advanceUntil(`${other} re-admitted`, async () => {
+    const r = await h.record(s.p.id);
+    return r.history.some((x) => x.node === other && !x.suspended);
+  });
+  await h.accept(s.p.id, 'remove-leaving', { node: s.leaving });
+});
+
+// ---------------------------------------------------------------- the whole follower move
+
+conformance('follower move: add, admit, swap, wait for the boundary, remove; W never changes', async (h) => {
+  const breachesBefore = await h.breachCount();
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const target = await h.spareNode();
+  const w = p.writeRequirement;
+  const cursor = await h.cursor();
+
+  const added = await h.accept(p.id, 'add-learner', { node: target });
+  checkEqual(added.partition.learners, [target], 'learners after add-learner');
+  checkEqual(added.partition.writeRequirement, w, 'W after add-learner');
+  checkEqual(added.partition.followers, p.followers, 'followers after add-learner');
+  check(added.partition.generation > p.generation, 'add-learner raises the generation');
+  const budget = await h.client.syncBudget();
+  check(
+    budget.transfers.some((t) => t.partition === p.id && t.node === target),
+    `a transfer to ${target} is in the sync budget: ${show(budget.transfers)}`,
+  );
+
+  await h.client.publish(p.id, 100);
+  const admitted = await h.advanceUntilEvent(
+    `${target} admitted`,
+    cursor,
+    (e) => e.type === 'admitted' && e.partition === p.id && e.node === target,
+  );
+  const atAdmission = await h.record(p.id);
+  checkEqual(atAdmission.writeRequirement, w, 'W after admission');
+  check(atAdmission.history.some((x) => x.node === target), 'admission adds the learner to the accepted history');
+  check(atAdmission.learners.includes(target), 'an admitted learner stays a learner until the swap');
+  if (admitted.type === 'admitted') check(admitted.generation <= atAdmission.generation, 'admitted event generation');
+
+  // Hold the new copy below the boundary so the removal guard is visible.
+  await leaveBehind(h, p.id, target, 5);
+  const leaving = p.followers[0]!;
+  const tail = (await h.client.progress(p.id)).confirmedTail;
+  const swap = await h.accept(p.id, 'swap', { learner: target, leaving });
+  checkEqual(swap.boundary, tail, 'swap boundary = confirmed tail');
+  checkEqual(swap.partition.writeRequirement, w, 'W after swap');
+  checkEqual(swap.partition.leaving, leaving, 'leaving after swap');
+  const boundary = swap.boundary ?? 0;
+
+  await h.refuse(p.id, 'remove-leaving', { node: leaving }, 'boundary_not_covered');
+  await release(h, p.id, target);
+  await h.advanceUntil(`${target} durable at ${boundary}`, async () => (await durableOf(h, p.id, target)) >= boundary);
+  const removed = await h.accept(p.id, 'remove-leaving', { node: leaving });
+  const r = removed.partition;
+  checkEqual(r.leaving, null, 'leaving after remove');
+  check(!replicasOf(r).includes(leaving), `${leaving} no longer assigned: ${show(replicasOf(r))}`);
+  check(!r.history.some((x) => x.node === leaving), `${leaving} leaves the eligible set`);
+  check(
+    r.retainedCopies.some((c) => c.node === leaving && c.retainedUntil > c.removedAt),
+    `${leaving} becomes a retained copy: ${show(r.retainedCopies)}`,
+  );
+  checkEqual(r.writeRequirement, w, 'W after remove');
+  checkEqual(r.replicationFactor, p.replicationFactor, 'replication factor after remove');
+  checkEqual(r.followers.length, p.followers.length, 'follower count after the move');
+  checkEqual(r.owner, p.owner, 'owner after a follower move');
+  checkEqual(r.epoch, p.epoch, 'epoch after a follower move');
+
+  const moveEvents = (await h.eventsSince(cursor)).filter(
+    (e): e is Extract<ClusterEvent, { type: 'assignment_changed' }> =>
+      e.type === 'assignment_changed' && e.partition === p.id,
+  );
+  checkEqual(
+    moveEvents.map((e) => e.write),
+    ['add-learner', 'swap', 'remove-leaving'],
+    'assignment_changed events of the move',
+  );
+  await h.client.advance(1_000);
+  checkEqual(await h.breachCount(), breachesBefore, 'invariant breaches during the move');
+});
+
+// ---------------------------------------------------------------- promote-learner
+
+conformance('promote-learner: a follower or stranger is refused not_a_learner', async (h) => {
+  const p = await h.quietQueue();
+  await h.refuse(p.id, 'promote-learner', { node: p.followers[0]! }, 'not_a_learner');
+  await h.refuse(p.id, 'promote-learner', { node: await h.spareNode() }, 'not_a_learner');
+});
+
+conformance('promote-learner: a learner not yet admitted is refused not_admitted', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await h.accept(p.id, 'add-learner', { node: spare });
+  try {
+    await h.refuse(p.id, 'promote-learner', { node: spare }, 'not_admitted');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('promote-learner: an admitted learner far behind is refused not_caught_up', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  try {
+    await admitLearner(h, p, spare);
+    await leaveBehind(h, p.id, spare);
+    await h.refuse(p.id, 'promote-learner', { node: spare }, 'not_caught_up');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('promote-learner: raises the replication factor by one and recomputes W', async (h) => {
+  const breachesBefore = await h.breachCount();
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await admitLearner(h, p, spare);
+  const promoted = await h.accept(p.id, 'promote-learner', { node: spare });
+  const r = promoted.partition;
+  checkEqual(r.replicationFactor, p.replicationFactor + 1, 'replication factor after promote');
+  checkEqual(r.writeRequirement, writeRequirement(r.durability, r.replicationFactor), 'W after promote');
+  check(r.followers.includes(spare), `${spare} counts after promote: ${show(r.followers)}`);
+  check(!r.learners.includes(spare), `${spare} is no longer a learner`);
+  checkEqual(r.leaving, null, 'promote removes nobody');
+  checkEqual(r.owner, p.owner, 'owner after promote');
+  await h.client.advance(1_000);
+  checkEqual(await h.breachCount(), breachesBefore, 'invariant breaches after promote');
+});
+
+// ---------------------------------------------------------------- owner handoff
+
+/** Close admission and wait until every counted copy holds the final boundary. */
+async function closeAndSettle(h: Harness, p: Partition): Promise<WriteAccepted> {
+  const closed = await h.accept(p.id, 'close-admission', {});
+  checkEqual(closed.partition.admission, 'closed', 'admission after close');
+  check(closed.boundary !== null, 'close-admission reports a final boundary');
+  const final = closed.boundary;
+  await h.advanceUntil(`followers of ${p.id} durable at ${final}`, async () => {
+    const progress = await h.client.progress(p.id);
+    return progress.replicas.filter((x) => x.role === 'follower').every((x) => x.durableOffset >= final);
+  });
+  return closed;
+}
+
+conformance('close-admission: already closed is refused admission_closed', async (h) => {
+  const p = await h.quietQueue();
+  try {
+    await h.accept(p.id, 'close-admission', {});
+    await h.refuse(p.id, 'close-admission', {}, 'admission_closed');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('close-admission: a learner in flight is refused change_in_flight', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  await h.accept(p.id, 'add-learner', { node: spare });
+  try {
+    await h.refuse(p.id, 'close-admission', {}, 'change_in_flight');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('reopen-admission: an open admission is refused admission_open', async (h) => {
+  const p = await h.quietQueue();
+  await h.refuse(p.id, 'reopen-admission', {}, 'admission_open');
+});
+
+conformance('commit-owner: with admission open it is refused admission_open', async (h) => {
+  const p = await h.quietQueue();
+  const progress = await h.client.progress(p.id);
+  await h.refuse(
+    p.id,
+    'commit-owner',
+    { newOwner: p.followers[0]!, certificate: { finalBoundary: progress.confirmedTail, epoch: p.epoch } },
+    'admission_open',
+  );
+});
+
+conformance('commit-owner: a certificate that does not match is refused certificate_mismatch', async (h) => {
+  const p = await h.quietQueue();
+  try {
+    const closed = await closeAndSettle(h, p);
+    const final = closed.boundary ?? 0;
+    const newOwner = p.followers[0]!;
+    await h.refuse(
+      p.id,
+      'commit-owner',
+      { newOwner, certificate: { finalBoundary: final + 1, epoch: p.epoch } },
+      'certificate_mismatch',
+    );
+    await h.refuse(
+      p.id,
+      'commit-owner',
+      { newOwner, certificate: { finalBoundary: final, epoch: p.epoch + 1 } },
+      'certificate_mismatch',
+    );
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('commit-owner: a new owner that is not a follower is refused not_a_follower', async (h) => {
+  const p = await h.quietQueue();
+  try {
+    const closed = await closeAndSettle(h, p);
+    const certificate = { finalBoundary: closed.boundary ?? 0, epoch: p.epoch };
+    await h.refuse(p.id, 'commit-owner', { newOwner: await h.spareNode(), certificate }, 'not_a_follower');
+    await h.refuse(p.id, 'commit-owner', { newOwner: p.owner, certificate }, 'not_a_follower');
+  } finally {
+    await tidy(h, p.id);
+  }
+});
+
+conformance('commit-owner: a down follower is refused node_down', async (h) => {
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const victim = p.followers[0]!;
+  let crashed = false;
+  try {
+    const closed = await closeAndSettle(h, p);
+    await h.client.fault({ fault: 'crash-node', node: victim });
+    crashed = true;
+    await h.refuse(
+      p.id,
+      'commit-owner',
+      { newOwner: victim, certificate: { finalBoundary: closed.boundary ?? 0, epoch: p.epoch } },
+      'node_down',
+    );
+  } finally {
+    if (crashed) await h.client.fault({ fault: 'restart-node', node: victim });
+    await tidy(h, p.id);
+  }
+  await h.advanceUntil(`${victim} re-admitted on ${p.id}`, async () => {
+    const r = await h.record(p.id);
+    return r.history.every((x) => !x.suspended) && r.learners.length === 0;
+  });
+});
+
+conformance('commit-owner: a follower below the final boundary is refused not_caught_up', async (h) => {
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const laggard = p.followers[0]!;
+  try {
+    // With one follower's replication stalled, the owner and the other follower still confirm.
+    await leaveBehind(h, p.id, laggard, 5);
+    const closed = await h.accept(p.id, 'close-admission', {});
+    const final = closed.boundary ?? 0;
+    const durable = await durableOf(h, p.id, laggard);
+    check(durable < final, `setup: ${laggard} durable ${durable} below the final boundary ${final}`);
+    await h.refuse(
+      p.id,
+      'commit-owner',
+      { newOwner: laggard, certificate: { finalBoundary: final, epoch: p.epoch } },
+      'not_caught_up',
+    );
+  } finally {
+    await release(h, p.id, laggard);
+    await tidy(h, p.id);
+  }
+});
+
+conformance('owner handoff: close admission, commit at epoch + 1, reopen; copies and W unchanged', async (h) => {
+  const breachesBefore = await h.breachCount();
+  const p = await h.quietQueue();
+  const newOwner = p.followers[0]!;
+  await h.client.publish(p.id, 100);
+  const closed = await closeAndSettle(h, p);
+  const committed = await h.accept(p.id, 'commit-owner', {
+    newOwner,
+    certificate: { finalBoundary: closed.boundary ?? 0, epoch: p.epoch },
+  });
+  const c = committed.partition;
+  checkEqual(c.owner, newOwner, 'owner after commit');
+  checkEqual(c.epoch, p.epoch + 1, 'epoch after commit');
+  check(c.followers.includes(p.owner), `the old owner stays on as a follower: ${show(c.followers)}`);
+  check(!c.followers.includes(newOwner), 'the new owner is no longer listed as a follower');
+  checkEqual(c.followers.length, p.followers.length, 'follower count after handoff');
+  checkEqual(c.writeRequirement, p.writeRequirement, 'W after handoff');
+  checkEqual(c.replicationFactor, p.replicationFactor, 'replication factor after handoff');
+  checkEqual(c.pendingRecovery, null, 'no recovery for a planned handoff');
+  const reopened = await h.accept(p.id, 'reopen-admission', {});
+  checkEqual(reopened.partition.admission, 'open', 'admission after reopen');
+  checkEqual(reopened.partition.epoch, p.epoch + 1, 'epoch after reopen');
+  const before = (await h.client.progress(p.id)).tail;
+  await h.client.publish(p.id, 3);
+  checkEqual((await h.client.progress(p.id)).tail, before + 3, 'the new owner appends publishes');
+  await h.client.advance(1_000);
+  checkEqual(await h.breachCount(), breachesBefore, 'invariant breaches after handoff');
+});
+
+// ---------------------------------------------------------------- idempotency
+
+conformance('idempotency: the same key again returns the first reply', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  const key = h.key('retry');
+  const request = { node: spare, expectedGeneration: p.generation, idempotencyKey: key };
+  try {
+    const first = await h.client.write(p.id, 'add-learner', request);
+    check(first.ok, `first add-learner accepted: ${show(first)}`);
+    const second = await h.client.write(p.id, 'add-learner', request);
+    checkEqual(second, first, 'retried reply');
+    const now = await h.record(p.id);
+    checkEqual(now.learners, [spare], 'a retry adds nothing');
+    checkEqual(now.generation, first.partition.generation, 'a retry changes no generation');
+  } finally {
+    await tidy(h, p.id);
+  }
+  // A refusal is remembered too: the retry gets the same refusal even after the cause went away.
+  const q = await h.quietQueue();
+  const refusedKey = h.key('retry-refused');
+  const refusedReq = { node: spare, expectedGeneration: q.generation + 1000, idempotencyKey: refusedKey };
+  const refused = await h.client.write(q.id, 'add-learner', refusedReq);
+  check(!refused.ok && refused.refusal.code === 'generation_mismatch', `setup refusal: ${show(refused)}`);
+  checkEqual(await h.client.write(q.id, 'add-learner', refusedReq), refused, 'retried refusal');
+});
+
+conformance('idempotency: the same key with another body is rejected 422', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  const key = h.key('reuse');
+  const path = `/v1/partitions/${encodeURIComponent(p.id)}/add-learner`;
+  const first = await h.raw(
+    'POST',
+    path,
+    JSON.stringify({ node: spare, expectedGeneration: p.generation + 1000, idempotencyKey: key }),
+  );
+  checkEqual(first.status, 409, 'first (stale) write status');
+  const before = await h.record(p.id);
+  const other = await h.raw(
+    'POST',
+    path,
+    JSON.stringify({ node: p.owner, expectedGeneration: p.generation + 1000, idempotencyKey: key }),
+  );
+  checkEqual(other.status, 422, 'same key, other body: status');
+  checkEqual(await h.record(p.id), before, 'partition after a 422');
+  const again = await h.raw(
+    'POST',
+    path,
+    JSON.stringify({ node: spare, expectedGeneration: p.generation + 1000, idempotencyKey: key }),
+  );
+  checkEqual(again.json, first.json, 'the original body still returns the first reply');
+});
+
+// ---------------------------------------------------------------- event feed
+
+conformance('event feed: after=N returns only later events, in order, and the cursor resumes', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  const start = await h.cursor();
+  await h.accept(p.id, 'add-learner', { node: spare });
+  await h.accept(p.id, 'drop-learner', { node: spare });
+  const page = await h.client.events(start);
+  check(page.events.length >= 2, `two writes made >= 2 events, got ${page.events.length}`);
+  for (const [i, e] of page.events.entries()) {
+    check(e.seq > start, `event seq ${e.seq} > after=${start}`);
+    if (i > 0) check(e.seq > page.events[i - 1]!.seq, `seq rises: ${page.events[i - 1]!.seq} then ${e.seq}`);
+  }
+  checkEqual(page.cursor, page.events.at(-1)!.seq, 'cursor = last seq returned');
+  const writes = page.events.filter((e) => e.type === 'assignment_changed' && e.partition === p.id);
+  checkEqual(
+    writes.map((e) => (e.type === 'assignment_changed' ? e.write : null)),
+    ['add-learner', 'drop-learner'],
+    'assignment_changed events in order',
+  );
+  const mid = page.events[0]!.seq;
+  const rest = await h.client.events(mid);
+  checkEqual(rest.events, page.events.slice(1), 'after=<first seq> returns the rest');
+  const limited = await h.client.events(start, { limit: 1 });
+  checkEqual(limited.events, page.events.slice(0, 1), 'limit=1 returns the first event only');
+  checkEqual(limited.cursor, page.events[0]!.seq, 'cursor after a limited page');
+  const empty = await h.client.events(page.cursor);
+  checkEqual(empty.events, [], 'nothing after the end');
+  checkEqual(empty.cursor, page.cursor, 'cursor stays at the end');
+});
+
+conformance('event feed: a long-poll returns as soon as an event arrives', async (h) => {
+  const p = await h.quietQueue();
+  const spare = await h.spareNode();
+  const start = await h.cursor();
+  const idleStart = Date.now();
+  const idle = await h.client.events(start, { waitMs: 300 });
+  const idleMs = Date.now() - idleStart;
+  checkEqual(idle.events, [], 'long-poll with no event');
+  check(idleMs >= 250, `an idle long-poll waits (${idleMs} ms for waitMs=300)`);
+  const began = Date.now();
+  const waiting = h.client.events(start, { waitMs: 20_000 });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  await h.accept(p.id, 'add-learner', { node: spare });
+  const page = await waiting;
+  const took = Date.now() - began;
+  check(page.events.length > 0, 'the long-poll returned the new event');
+  check(took < 5_000, `the long-poll returned ${took} ms after it began, well before waitMs=20000`);
+  check(page.events.every((e) => e.seq > start), 'long-poll events are after the cursor');
+  await h.accept(p.id, 'drop-learner', { node: spare });
+});
+
+// ---------------------------------------------------------------- plain HTTP behaviour
+
+/** Any well-formed record, to build bodies for a partition that does not exist. */
+const placeholder: Partition = {
+  id: 'p',
+  kind: 'queue',
+  owner: 'n0',
+  followers: ['n1'],
+  learners: [],
+  leaving: null,
+  epoch: 0,
+  generation: 0,
+  replicationFactor: 3,
+  durability: { mode: 'majority_durable' },
+  writeRequirement: 2,
+  history: [],
+  pendingRecovery: null,
+  admission: 'open',
+  boundary: null,
+  retainedCopies: [],
+};
+
+conformance('unknown partition: reads and writes answer 404', async (h) => {
+  const id = `no-such-partition-${h.runId}`;
+  for (const path of [`/v1/partitions/${id}`, `/v1/partitions/${id}/progress`]) {
+    const r = await h.raw('GET', path);
+    checkEqual(r.status, 404, `GET ${path}`);
+  }
+  for (const write of WRITE_NAMES) {
+    const body = { ...plausibleBody(write, placeholder, 'n0'), expectedGeneration: 0, idempotencyKey: h.key('404') };
+    const r = await h.raw('POST', `/v1/partitions/${id}/${write}`, JSON.stringify(body));
+    checkEqual(r.status, 404, `POST ${write} on an unknown partition`);
+  }
+});
+
+
+conformance('malformed input: 400 bad_request naming the field, nothing changes', async (h) => {
+  const p = await h.quietQueue();
+  const before = await h.client.topology();
+  const path = `/v1/partitions/${encodeURIComponent(p.id)}/add-learner`;
+  const bad: { body: string; field: string | null; contentType?: string }[] = [
+    { body: '{"node": "x", "expectedGeneration": ', field: null },
+    { body: JSON.stringify({ node: 'x', expectedGeneration: -1, idempotencyKey: 'k' }), field: 'expectedGeneration' },
+    { body: JSON.stringify({ node: 7, expectedGeneration: 0, idempotencyKey: 'k' }), field: 'node' },
+    { body: JSON.stringify({ node: 'x', expectedGeneration: 0 }), field: 'idempotencyKey' },
+    { body: JSON.stringify({ node: 'x', expectedGeneration: 0, idempotencyKey: 'k', extra: 1 }), field: 'extra' },
+    { body: JSON.stringify({ node: 'x', expectedGeneration: 1e300, idempotencyKey: 'k' }), field: 'expectedGeneration' },
+  ];
+  for (const b of bad) {
+    const r = await h.raw('POST', path, b.body, b.contentType);
+    checkEqual(r.status, 400, `status for ${b.body}`);
+    const body = r.json as { error?: string; message?: string; issues?: { path: string; message: string }[] };
+    checkEqual(body?.error, 'bad_request', `error for ${b.body}`);
+    check(typeof body.message === 'string' && body.message.length > 0, `message for ${b.body}`);
+    if (b.field !== null) {
+      const named = (body.issues ?? []).some((i) => i.path.includes(b.field!)) || body.message!.includes(b.field);
+      check(named, `the reply to ${b.body} names ${b.field}: ${r.text.slice(0, 300)}`);
+    }
+  }
+  const after = await h.client.topology();
+  checkEqual(after.generation, before.generation, 'topology generation after bad requests');
+});
+
+// ---------------------------------------------------------------- OpenAPI
+
+/** The paths every implementation must describe, with path parameters written as `{}`. */
+const REQUIRED_PATHS: { path: string; method: 'get' | 'post' }[] = [
+  { path: '/healthz', method: 'get' },
+  { path: '/openapi.json', method: 'get' },
+  { path: '/v1/topology', method: 'get' },
+  { path: '/v1/partitions/{}', method: 'get' },
+  { path: '/v1/partitions/{}/progress', method: 'get' },
+  { path: '/v1/sync-budget', method: 'get' },
+  { path: '/v1/events', method: 'get' },
+  { path: '/v1/invariants', method: 'get' },
+  ...WRITE_NAMES.map((w) => ({ path: `/v1/partitions/{}/${w}`, method: 'post' as const })),
+];
+
+conformance('openapi.json: a valid OpenAPI 3 document listing every path', async (h) => {
+  const r = await h.raw('GET', '/openapi.json');
+  checkEqual(r.status, 200, 'GET /openapi.json');
+  const doc = r.json as Record<string, unknown>;
+  check(typeof doc === 'object' && doc !== null, 'the document is a JSON object');
+  check(typeof doc.openapi === 'string' && /^3\.\d+\.\d+$/.test(doc.openapi), `openapi version: ${show(doc.openapi)}`);
+  const info = doc.info as Record<string, unknown> | undefined;
+  check(typeof info?.title === 'string' && typeof info.version === 'string', 'info.title and info.version');
+  const paths = doc.paths as Record<string, Record<string, unknown>> | undefined;
+  check(typeof paths === 'object' && paths !== null, 'paths object');
+  const normal = new Map<string, Record<string, unknown>>();
+  for (const [path, item] of Object.entries(paths)) {
+    check(path.startsWith('/'), `path ${path} starts with /`);
+    normal.set(path.replace(/\{[^}]+\}/g, '{}'), item);
+    for (const [method, op] of Object.entries(item)) {
+      if (!['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'].includes(method)) continue;
+      const operation = op as Record<string, unknown>;
+      check(
+        typeof operation.responses === 'object' && operation.responses !== null && Object.keys(operation.responses).length > 0,
+        `${method.toUpperCase()} ${path} lists its responses`,
+      );
+      // Every templated segment is declared as a path parameter.
+      for (const m of path.matchAll(/\{([^}]+)\}/g)) {
+        const params = [
+          ...((operation.parameters as { name: string; in: string }[] | undefined) ?? []),
+          ...((item.parameters as { name: string; in: string }[] | undefined) ?? []),
+        ];
+        check(
+          params.some((x) => x.in === 'path' && x.name === m[1]),
+          `${method.toUpperCase()} ${path} declares path parameter ${m[1]}`,
+        );
+      }
+    }
+  }
+  const templatedWrite = normal.get('/v1/partitions/{}/{}');
+  for (const { path, method } of REQUIRED_PATHS) {
+    const item = normal.get(path) ?? (path.match(/^\/v1\/partitions\/\{\}\/[a-z-]+$/) && method === 'post' ? templatedWrite : undefined);
+    check(item?.[method] !== undefined, `${method.toUpperCase()} ${path} is described`);
+  }
+  // Every local $ref resolves.
+  const refs: string[] = [];
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else if (typeof v === 'object' && v !== null) {
+      for (const [k, x] of Object.entries(v)) {
+        if (k === '$ref' && typeof x === 'string') refs.push(x);
+        else walk(x);
+      }
+    }
+  };
+  walk(doc);
+  for (const ref of refs) {
+    check(ref.startsWith('#/'), `$ref ${ref} is local`);
+    let at: unknown = doc;
+    for (const seg of ref.slice(2).split('/')) {
+      at = (at as Record<string, unknown> | undefined)?.[seg.replace(/~1/g, '/').replace(/~0/g, '~')];
+    }
+    check(at !== undefined, `$ref ${ref} resolves`);
+  }
+});
+
+conformance('healthz and reads: answer and parse against the contract', async (h) => {
+  await h.client.health();
+  const topo = await h.client.topology();
+  check(topo.nodes.length > 0 && topo.partitions.length > 0, 'the topology lists nodes and partitions');
+  const p = topo.partitions[0]!;
+  const view = await h.client.partition(p.id);
+  checkEqual(view.partition.id, p.id, 'partition view id');
+  checkEqual(view.progress.partition, p.id, 'progress partition id');
+  checkEqual(view.partition.writeRequirement, writeRequirement(p.durability, p.replicationFactor), 'W from the policy');
+  for (const x of topo.partitions) {
+    checkEqual(x.writeRequirement, writeRequirement(x.durability, x.replicationFactor), `W of ${x.id}`);
+  }
+  await h.client.syncBudget();
+  await h.client.invariants();
+});
+
+export const CONFORMANCE_CASES: readonly ConformanceCase[] = cases;

@@ -1,0 +1,70 @@
+/**
+ * Start the reference cluster as its own process (`cluster/main.ts`) with a temporary data directory and
+ * wait for the JSON log line that carries its URL. Used where the cluster must not share an event loop
+ * with the caller (benchmarks) or where a suite wants a real process.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface SpawnedCluster {
+  url: string;
+  dataDir: string;
+  pid: number;
+  close(): Promise<void>;
+}
+
+export async function spawnCluster(
+  flags: Record<string, string | number>,
+  options: { startTimeoutMs?: number; keepData?: boolean } = {},
+): Promise<SpawnedCluster> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'cluster-'));
+  const args = ['--import', 'tsx', path.join(repoRoot, 'cluster/main.ts'), '--port', '0', '--data', dataDir];
+  for (const [k, v] of Object.entries(flags)) args.push(`--${k}`, String(v));
+  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`cluster did not report its url within ${options.startTimeoutMs ?? 60_000} ms:\n${log}`));
+    }, options.startTimeoutMs ?? 60_000);
+    const onData = (chunk: Buffer): void => {
+      log += chunk.toString();
+      const m = /"url"\s*:\s*"(http:\/\/[^"]+)"/.exec(log);
+      if (m?.[1] !== undefined) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+      // Keep only the tail so a chatty process does not grow this string forever.
+      if (log.length > 100_000) log = log.slice(-10_000);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`cluster exited (${code ?? signal}) before reporting its url:\n${log}`));
+    });
+  });
+  // Drain the pipes so the child never blocks on a full one.
+  child.stdout.resume();
+  child.stderr.resume();
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    url,
+    dataDir,
+    pid: child.pid ?? -1,
+    async close() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      if (!options.keepData) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
