@@ -1,0 +1,61 @@
+/**
+ * Activities: reads and guarded writes against the broker contract. Built by a factory so tests can inject
+ * a real or a fake broker client. A guarded write is sent with the idempotency key the workflow derived,
+ * so Temporal's retry after a lost reply gets the first answer back instead of a spurious refusal.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import { ClusterHttpError, type ClusterClient } from '../cluster/client';
+import type { GuardedWriteName, GuardedWriteRequest, Node, PartitionView, WriteReply } from '../cluster/contract';
+
+export interface ActivityDeps {
+  cluster: Pick<ClusterClient, 'partition' | 'topology' | 'write'>;
+  logger?: Logger;
+}
+
+export interface MoveContext {
+  view: PartitionView;
+  nodes: Node[];
+}
+
+/** A 4xx other than a typed refusal means the request itself is wrong: retrying cannot help. */
+function rethrow(err: unknown): never {
+  if (err instanceof ClusterHttpError && err.status >= 400 && err.status < 500) {
+    throw ApplicationFailure.nonRetryable(err.message, err.status === 404 ? 'NotFound' : 'BrokerRejected');
+  }
+  throw err;
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const log = deps.logger?.child({ component: 'activities' });
+  return {
+    /** The partition's record and progress, with the nodes a move has to check. */
+    async readMoveContext(partition: string): Promise<MoveContext> {
+      try {
+        const [view, topology] = await Promise.all([deps.cluster.partition(partition), deps.cluster.topology()]);
+        return { view, nodes: topology.nodes };
+      } catch (err) {
+        rethrow(err);
+      }
+    },
+
+    async guardedWrite<N extends GuardedWriteName>(
+      partition: string,
+      write: N,
+      request: GuardedWriteRequest<N>,
+    ): Promise<WriteReply> {
+      try {
+        const reply = await deps.cluster.write(partition, write, request);
+        log?.info(
+          { partition, write, key: request.idempotencyKey, ok: reply.ok, refusal: reply.ok ? undefined : reply.refusal.code },
+          reply.ok ? `${write} on ${partition} accepted` : `${write} on ${partition} refused: ${reply.refusal.message}`,
+        );
+        return reply;
+      } catch (err) {
+        rethrow(err);
+      }
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

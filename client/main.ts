@@ -1,0 +1,3 @@
+import { runCli } from './cli';
+
+process.exit(await runCli(process.argv.slice(2)));

@@ -1,0 +1,35 @@
+/**
+ * One real Temporal dev server for all integration tests: started once from the project's CLI binary on a
+ * free port with its own temporary database, or TEMPORAL_ADDRESS when that names a server already.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { startDevServer, type DevServer } from '../../scripts/dev-server';
+import { ensureTemporalCli } from '../../scripts/temporal-cli';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    temporalAddress: string;
+  }
+}
+
+let server: DevServer | undefined;
+let dir: string | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  if (process.env.TEMPORAL_ADDRESS) {
+    project.provide('temporalAddress', process.env.TEMPORAL_ADDRESS);
+    return;
+  }
+  const executable = await ensureTemporalCli((line) => console.log(line));
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-temporal-'));
+  server = await startDevServer({ executable, dbFile: path.join(dir, 'temporal.db'), uiPort: null });
+  project.provide('temporalAddress', server.address);
+}
+
+export async function teardown(): Promise<void> {
+  await server?.stop();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+}

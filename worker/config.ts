@@ -1,0 +1,102 @@
+/**
+ * Settings from the environment, validated with zod. A bad setting stops the process at start with one
+ * line naming the variable, its value and what was expected: no stack trace for configuration mistakes.
+ */
+import fs from 'node:fs';
+import { z } from 'zod';
+
+const hostPort = z
+  .string()
+  .regex(/^[^\s:/]+:\d{1,5}$/, 'expected host:port, for example 127.0.0.1:7233')
+  .refine((v) => Number(v.split(':')[1]) > 0 && Number(v.split(':')[1]) < 65536, 'expected a port from 1 to 65535');
+const existingFile = z.string().refine((p) => fs.existsSync(p) && fs.statSync(p).isFile(), 'expected a readable file that exists');
+const flag = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const url = z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for example http://127.0.0.1:7380' });
+
+/** Every variable the worker, the CLI and `npm start` read, with its default. Documented in README.md. */
+export const EnvSchema = z.object({
+  TEMPORAL_ADDRESS: hostPort.optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1, 'expected a non-empty namespace').default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1, 'expected a non-empty task queue name').default('rebalancer'),
+  TEMPORAL_TLS: flag.optional(),
+  TEMPORAL_TLS_CERT: existingFile.optional(),
+  TEMPORAL_TLS_KEY: existingFile.optional(),
+  TEMPORAL_TLS_CA: existingFile.optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().min(1).optional(),
+  TEMPORAL_API_KEY: z.string().min(1, 'expected a non-empty API key').optional(),
+  TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
+  TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
+  CLUSTER_URL: url.optional(),
+  CLUSTER_TOKEN: z.string().min(1).optional(),
+  CLUSTER_PORT: z.coerce.number().int().min(1).max(65535).default(7380),
+  DATA_DIR: z.string().min(1).default('.data'),
+  LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+});
+export type Env = z.infer<typeof EnvSchema>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface TemporalSettings {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  tls?: { serverNameOverride?: string; clientCertPair?: { crt: Buffer; key: Buffer }; serverRootCACertificate?: Buffer };
+  apiKey?: string;
+}
+
+/** Parse the environment; throws ConfigError with one line on the first bad variable. */
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const input: Record<string, string> = {};
+  for (const key of Object.keys(EnvSchema.shape)) {
+    const value = source[key];
+    if (value !== undefined && value !== '') input[key] = value;
+    else if (value === '' && (key === 'TEMPORAL_NAMESPACE' || key === 'TEMPORAL_TASK_QUEUE')) input[key] = value;
+  }
+  const parsed = EnvSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const key = String(issue.path[0]);
+    throw new ConfigError(`${key}=${JSON.stringify(source[key] ?? '')} is invalid: ${issue.message}`);
+  }
+  const env = parsed.data;
+  if (env.TEMPORAL_API_KEY && env.TEMPORAL_TLS === false) {
+    throw new ConfigError('TEMPORAL_API_KEY is set but TEMPORAL_TLS=false: an API key is only sent over TLS; set TEMPORAL_TLS=true or unset it');
+  }
+  if (Boolean(env.TEMPORAL_TLS_CERT) !== Boolean(env.TEMPORAL_TLS_KEY)) {
+    const missing = env.TEMPORAL_TLS_CERT ? 'TEMPORAL_TLS_KEY' : 'TEMPORAL_TLS_CERT';
+    throw new ConfigError(`${missing}="" is invalid: a client certificate needs both TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY`);
+  }
+  return env;
+}
+
+/** Connection settings for a Temporal server at `address` (the env's, or a local dev server's). */
+export function temporalSettings(env: Env, address: string): TemporalSettings {
+  const wantsTls = env.TEMPORAL_TLS ?? Boolean(env.TEMPORAL_TLS_CERT || env.TEMPORAL_API_KEY || env.TEMPORAL_TLS_CA);
+  return {
+    address,
+    namespace: env.TEMPORAL_NAMESPACE,
+    taskQueue: env.TEMPORAL_TASK_QUEUE,
+    apiKey: env.TEMPORAL_API_KEY,
+    tls: wantsTls
+      ? {
+          serverNameOverride: env.TEMPORAL_TLS_SERVER_NAME,
+          clientCertPair:
+            env.TEMPORAL_TLS_CERT && env.TEMPORAL_TLS_KEY
+              ? { crt: fs.readFileSync(env.TEMPORAL_TLS_CERT), key: fs.readFileSync(env.TEMPORAL_TLS_KEY) }
+              : undefined,
+          serverRootCACertificate: env.TEMPORAL_TLS_CA ? fs.readFileSync(env.TEMPORAL_TLS_CA) : undefined,
+        }
+      : undefined,
+  };
+}
+
+/** For entry points: print a ConfigError as one line and exit 2; anything else propagates. */
+export function exitOnConfigError(err: unknown): never {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${err.message}\n`);
+    process.exit(2);
+  }
+  throw err;
+}

@@ -1,0 +1,25 @@
+/**
+ * `npm run worker`: the worker process on its own, against TEMPORAL_ADDRESS and CLUSTER_URL. Run more
+ * copies on the same task queue to scale out. SIGINT/SIGTERM shut it down gracefully.
+ */
+import { exitOnConfigError, loadEnv, temporalSettings } from './config';
+import { createLogger, installRuntimeLogger } from './logger';
+import { createRebalancerWorker } from './worker';
+
+const env = (() => {
+  try {
+    return loadEnv();
+  } catch (err) {
+    return exitOnConfigError(err);
+  }
+})();
+const logger = createLogger(env.LOG_LEVEL);
+installRuntimeLogger(logger);
+const w = await createRebalancerWorker({
+  temporal: temporalSettings(env, env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`),
+  clusterUrl: env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`,
+  clusterToken: env.CLUSTER_TOKEN,
+  dataDir: env.DATA_DIR,
+  logger,
+});
+await w.run();

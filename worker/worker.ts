@@ -1,0 +1,76 @@
+/** Builds the worker (workflows + activities) and its progress relay on one connection. */
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { createActivities } from '../activities';
+import { ClusterClient } from '../cluster/client';
+import type { TemporalSettings } from './config';
+import { ProgressRelay } from './relay';
+
+export const WORKFLOWS_PATH = path.resolve(import.meta.dirname, '../workflows/index.ts');
+
+export interface RebalancerWorkerOptions {
+  temporal: TemporalSettings;
+  clusterUrl: string;
+  clusterToken?: string;
+  dataDir: string;
+  logger: Logger;
+  /** Relay tuning, for tests and benchmarks. */
+  relay?: { pollWaitMs?: number; progressIntervalMs?: number; batchMs?: number };
+}
+
+export interface RebalancerWorker {
+  worker: Worker;
+  relay: ProgressRelay;
+  client: Client;
+  /** Runs until shutdown() or a shutdown signal; resolves when everything stopped. */
+  run(): Promise<void>;
+  shutdown(): void;
+}
+
+export async function createRebalancerWorker(options: RebalancerWorkerOptions): Promise<RebalancerWorker> {
+  const { temporal, logger } = options;
+  const connectOptions = { address: temporal.address, tls: temporal.tls, apiKey: temporal.apiKey };
+  const nativeConnection = await NativeConnection.connect(connectOptions);
+  const clientConnection = await Connection.connect(connectOptions);
+  const client = new Client({ connection: clientConnection, namespace: temporal.namespace });
+  const cluster = new ClusterClient(options.clusterUrl, { token: options.clusterToken });
+  const worker = await Worker.create({
+    connection: nativeConnection,
+    namespace: temporal.namespace,
+    taskQueue: temporal.taskQueue,
+    workflowsPath: WORKFLOWS_PATH,
+    activities: createActivities({ cluster, logger }),
+    // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
+    maxCachedWorkflows: 1000,
+  });
+  const relay = new ProgressRelay({
+    cluster,
+    client,
+    cursorFile: path.join(options.dataDir, 'relay-cursor.json'),
+    logger,
+    ...options.relay,
+  });
+  return {
+    worker,
+    relay,
+    client,
+    async run() {
+      relay.start();
+      logger.info({ taskQueue: temporal.taskQueue, namespace: temporal.namespace, address: temporal.address }, 'worker ready');
+      try {
+        await worker.run();
+      } finally {
+        await relay.stop();
+        await clientConnection.close();
+        await nativeConnection.close();
+        logger.info('worker stopped');
+      }
+    },
+    shutdown() {
+      // A shutdown signal may have stopped it already (the runtime listens for SIGINT/SIGTERM too).
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+    },
+  };
+}

@@ -1,0 +1,451 @@
+/**
+ * Move the follower copy of one queue partition from R to T without a fence (the note's "Moving a
+ * follower: two steps"): step 0 adds T as a learner, the broker catches it up and admits it; step 1 swaps
+ * who counts and keeps boundary B; step 2 removes R once T is durable at or beyond B. Before the swap every
+ * abort is clean (drop the learner); after it the only ways on are finishing or ordinary recovery.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  log,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities, MoveContext } from '../activities';
+import type { GuardedWriteName, PartitionView, Refusal, WriteReply } from '../cluster/contract';
+import {
+  admittedSignal,
+  cancelUpdate,
+  nodeSignal,
+  progressSignal,
+  recoverySignal,
+  statusQuery,
+  type CancelRequest,
+  type FollowerMoveRequest,
+  type MoveOutcome,
+  type MovePhase,
+  type MoveStatus,
+  type MoveTiming,
+} from './definitions';
+import { checkFollowerMove } from './follower-move-rules';
+import { PhaseKey } from './search-attributes';
+
+export const DEFAULT_TIMING: MoveTiming = {
+  stallReportMs: 30_000,
+  stallAbortMs: 10 * 60_000,
+  catchUpBaseMs: 10 * 60_000,
+  catchUpFloorBytesPerSec: 1_000_000,
+  pollMs: 30_000,
+  retryMs: 2_000,
+};
+
+const { readMoveContext, guardedWrite } = proxyActivities<Activities>({
+  startToCloseTimeout: '30s',
+  // Broker unreachable or restarting: keep trying; a guarded write is idempotent by its key.
+  retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
+});
+
+/** Refusals that pass by themselves: wait a little and try again. */
+const PASSING = new Set(['no_sync_budget', 'generation_mismatch', 'injected', 'not_caught_up', 'change_in_flight']);
+
+type Interrupt = 'recovery' | 'cancel' | 'target_down' | 'stalled' | 'deadline';
+
+export async function followerMove(request: FollowerMoveRequest): Promise<MoveOutcome> {
+  const timing: MoveTiming = { ...DEFAULT_TIMING, ...request.timing };
+  const { partition, from: R, to: T } = request;
+  const info = workflowInfo();
+
+  const status: MoveStatus = {
+    kind: 'follower-move',
+    partition,
+    from: R,
+    to: T,
+    origin: request.origin,
+    phase: 'validating',
+    bytesRemaining: null,
+    boundary: null,
+    targetDurable: null,
+    blockingReason: null,
+    epoch: null,
+    generation: null,
+    retries: 0,
+    outcome: null,
+  };
+
+  // What the workflow knows of the broker, kept from replies, reads and signals (progress is a maximum).
+  let generation = 0;
+  let epoch = 0;
+  let targetAdmitted = false;
+  let targetLive = true;
+  let targetStalledAtBroker = false;
+  let recoveryPending = false;
+  let cancelReason: string | null = null;
+  let lastProgressAt = Date.now();
+  let version = 0;
+  let writeSeq = 0;
+
+  const noteGeneration = (g: number | undefined): void => {
+    if (g !== undefined && g > generation) generation = g;
+    status.generation = generation;
+  };
+  const noteTarget = (durable: number, bytesRemaining: number, stalled: boolean): void => {
+    if (durable > (status.targetDurable ?? -1)) {
+      status.targetDurable = durable;
+      status.bytesRemaining = bytesRemaining;
+      lastProgressAt = Date.now();
+    } else if (durable === status.targetDurable) {
+      status.bytesRemaining = Math.min(status.bytesRemaining ?? bytesRemaining, bytesRemaining);
+    }
+    targetStalledAtBroker = stalled;
+  };
+  const absorb = (view: PartitionView, nodes?: MoveContext['nodes']): void => {
+    noteGeneration(view.partition.generation);
+    epoch = Math.max(epoch, view.partition.epoch);
+    status.epoch = epoch;
+    recoveryPending = view.partition.pendingRecovery !== null;
+    targetAdmitted = view.partition.history.some((h) => h.node === T && !h.suspended);
+    const t = view.progress.replicas.find((r) => r.node === T);
+    if (t) noteTarget(t.durableOffset, t.bytesRemaining, t.stalledSince !== null);
+    if (nodes) targetLive = nodes.find((n) => n.id === T)?.live ?? false;
+    else if (t) targetLive = t.live;
+    version++;
+  };
+
+  setHandler(statusQuery, () => status);
+  setHandler(progressSignal, (p) => {
+    noteGeneration(p.generation);
+    const t = p.replicas.find((r) => r.node === T);
+    if (t) noteTarget(t.durableOffset, t.bytesRemaining, t.stalled);
+    version++;
+  });
+  setHandler(admittedSignal, (a) => {
+    noteGeneration(a.generation);
+    if (a.node === T) targetAdmitted = true;
+    version++;
+  });
+  setHandler(recoverySignal, (r) => {
+    if (r.state === 'opened' && r.epoch >= epoch) recoveryPending = true;
+    if (r.state === 'activated' && r.epoch > epoch) {
+      recoveryPending = false;
+      epoch = r.epoch;
+      status.epoch = epoch;
+      noteGeneration(r.generation);
+    }
+    version++;
+  });
+  setHandler(nodeSignal, (n) => {
+    if (n.node === T) targetLive = n.live;
+    version++;
+  });
+  setHandler(
+    cancelUpdate,
+    ({ reason }) => {
+      cancelReason ??= reason || 'cancelled by an operator';
+      version++;
+      return { accepted: true as const, phase: status.phase };
+    },
+    {
+      validator: (_request: CancelRequest) => {
+        if (status.boundary !== null) {
+          throw ApplicationFailure.nonRetryable(
+            `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${status.boundary}); ` +
+              `undoing it would need another swap. The move will finish by removing ${R} once ${T} is durable at ` +
+              `${status.boundary} (now ${status.targetDurable ?? 'unknown'}); ${R} keeps its data until then. ` +
+              `To put the copy back, wait for this move to complete and move it from ${T} to ${R}.`,
+            'CancelRefused',
+          );
+        }
+        if (status.outcome !== null) {
+          throw ApplicationFailure.nonRetryable(`refused: the move already ended (${status.outcome.status})`, 'CancelRefused');
+        }
+      },
+    },
+  );
+  // Cancellation from the Temporal UI or API is an operator cancel; cleanup must still run, so the body
+  // below runs in a non-cancellable scope and only reads this flag.
+  CancellationScope.current().cancelRequested.catch(() => {
+    if (status.boundary === null) cancelReason ??= 'cancelled through Temporal';
+    else log.warn('cancel requested after the swap: ignored, the move can only finish', { partition });
+    version++;
+  });
+
+  const setPhase = (phase: MovePhase): void => {
+    if (status.phase === phase) return;
+    status.phase = phase;
+    upsertSearchAttributes([{ key: PhaseKey, value: phase }]);
+  };
+  const block = (reason: string | null): void => {
+    if (status.blockingReason === reason) return;
+    status.blockingReason = reason;
+    setCurrentDetails(reason ? `**${status.phase}**: ${reason}` : `**${status.phase}**`);
+  };
+  const finish = (outcome: MoveOutcome): MoveOutcome => {
+    status.outcome = outcome;
+    block(null);
+    setPhase(outcome.status);
+    log.info(`move of ${partition} ${R}->${T} ${outcome.status}`, { outcome });
+    return outcome;
+  };
+
+  const read = async (): Promise<MoveContext> => {
+    const ctx = await readMoveContext(partition);
+    absorb(ctx.view, ctx.nodes);
+    return ctx;
+  };
+
+  const write = async <N extends GuardedWriteName>(name: N, body: Record<string, unknown>, summary: string): Promise<WriteReply> => {
+    writeSeq += 1;
+    const idempotencyKey = `${info.workflowId}/${info.runId}/${writeSeq}-${name}`;
+    const reply = await guardedWrite.executeWithOptions(
+      {
+        startToCloseTimeout: '30s',
+        retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
+        summary,
+      },
+      // The activity's generic signature does not survive proxying; the body matches `name`'s schema.
+      [partition, name, { ...body, expectedGeneration: generation, idempotencyKey } as never],
+    );
+    if (reply.ok) {
+      noteGeneration(reply.partition.generation);
+      epoch = Math.max(epoch, reply.partition.epoch);
+    } else {
+      const current = reply.refusal.saw['current'];
+      if (reply.refusal.code === 'generation_mismatch' && typeof current === 'number') noteGeneration(current);
+      if (reply.refusal.code === 'pending_recovery') recoveryPending = true;
+    }
+    return reply;
+  };
+
+  /** Wait until `done`, an interrupt, or a poll interval (then re-read the broker). */
+  const waitFor = async (done: () => boolean, interrupts: () => Interrupt | null, describe: () => string): Promise<Interrupt | null> => {
+    for (;;) {
+      if (done()) return null;
+      const why = interrupts();
+      if (why) return why;
+      block(describe());
+      const seen = version;
+      const changed = await condition(() => version !== seen, timing.pollMs);
+      if (!changed) await read();
+    }
+  };
+
+  const stalledFor = (): number => Date.now() - lastProgressAt;
+  const refusalWords = (r: Refusal): string => r.message;
+
+  /** Before the swap: a recovery, a cancel, T failing or T stalling ends this attempt. */
+  const beforeSwapInterrupt = (deadline: number): Interrupt | null => {
+    if (recoveryPending) return 'recovery';
+    if (cancelReason !== null) return 'cancel';
+    if (!targetLive) return 'target_down';
+    if (stalledFor() >= timing.stallAbortMs) return 'stalled';
+    if (Date.now() >= deadline) return 'deadline';
+    return null;
+  };
+
+  const waitForActivation = async (): Promise<void> => {
+    setPhase('waiting_for_recovery');
+    await waitFor(
+      () => !recoveryPending,
+      () => null,
+      () => `pending recovery on ${partition}: the partition takes no guarded write until it activates (epoch ${epoch} -> ${epoch + 1})`,
+    );
+  };
+
+  /** Drop the learner T. Runs whatever happens: non-cancellable by construction of the body. */
+  const dropLearner = async (): Promise<void> => {
+    setPhase('cleaning_up');
+    for (;;) {
+      if (recoveryPending) await waitForActivation();
+      const reply = await write('drop-learner', { node: T }, `drop learner ${T}`);
+      if (reply.ok || reply.refusal.code === 'not_a_learner') return;
+      if (reply.refusal.code === 'pending_recovery' || PASSING.has(reply.refusal.code)) {
+        status.retries++;
+        block(`dropping learner ${T}: ${refusalWords(reply.refusal)}`);
+        await condition(() => false, timing.retryMs);
+        continue;
+      }
+      log.warn(`could not drop learner ${T}: ${reply.refusal.message}`, { refusal: reply.refusal });
+      return;
+    }
+  };
+
+  const body = async (): Promise<MoveOutcome> => {
+    // ---- validating: the same rules the CLI checked, against what the broker says now.
+    let ctx: MoveContext;
+    try {
+      ctx = await read();
+    } catch (err) {
+      if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) {
+        return finish({ status: 'aborted', partition, code: err.cause.type ?? 'rejected', reason: err.cause.message });
+      }
+      throw err;
+    }
+    const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
+    if (!check.ok) return finish({ status: 'aborted', partition, code: check.code, reason: check.message });
+
+    for (;;) {
+      // ---- step 0: add T as a learner (or reuse it after a recovery).
+      setPhase('adding_learner');
+      let deadline = Number.MAX_SAFE_INTEGER;
+      while (!ctx.view.partition.learners.includes(T)) {
+        if (cancelReason !== null) return finish({ status: 'cancelled', partition, reason: cancelReason });
+        if (recoveryPending) {
+          if (request.origin === 'planner') {
+            return finish({ status: 'aborted', partition, code: 'pending_recovery', reason: `a recovery opened on ${partition} before ${T} was added; the planner decides again after activation` });
+          }
+          await waitForActivation();
+          ctx = await read();
+          continue;
+        }
+        const reply = await write('add-learner', { node: T }, `add learner ${T}`);
+        if (reply.ok) {
+          absorb({ partition: reply.partition, progress: ctx.view.progress });
+          break;
+        }
+        const r = reply.refusal;
+        if (r.code === 'pending_recovery') continue;
+        if (!PASSING.has(r.code) || r.code === 'change_in_flight') {
+          return finish({ status: 'aborted', partition, code: r.code, reason: `${T} was not added: ${r.message}` });
+        }
+        status.retries++;
+        block(
+          r.code === 'no_sync_budget'
+            ? `waiting for sync budget on node ${String(r.saw['node'] ?? T)}: ${String(r.saw['inUse'] ?? '?')} of ${String(r.saw['limit'] ?? '?')} transfers in use` +
+                (typeof r.saw['clusterInUse'] === 'number' ? ` (cluster: ${String(r.saw['clusterInUse'])} of ${String(r.saw['clusterLimit'])})` : '')
+            : `retrying add-learner: ${r.message}`,
+        );
+        await condition(() => cancelReason !== null || recoveryPending, timing.retryMs);
+      }
+
+      // ---- T catches up in the background; the broker admits it to the accepted history.
+      setPhase('catching_up');
+      lastProgressAt = Date.now();
+      const bytesToCopy = status.bytesRemaining ?? 0;
+      deadline = Date.now() + timing.catchUpBaseMs + Math.ceil((bytesToCopy / timing.catchUpFloorBytesPerSec) * 1000);
+      let interrupt = await waitFor(
+        () => targetAdmitted,
+        () => beforeSwapInterrupt(deadline),
+        () =>
+          stalledFor() >= timing.stallReportMs || targetStalledAtBroker
+            ? `${T} is stalled: no progress for ${Math.round(stalledFor() / 1000)}s, ${status.bytesRemaining ?? '?'} bytes remaining (aborts after ${Math.round(timing.stallAbortMs / 1000)}s)`
+            : `waiting for ${T} to catch up: ${status.bytesRemaining ?? '?'} bytes remaining, durable at ${status.targetDurable ?? 0}`,
+      );
+
+      // ---- step 1: swap who counts.
+      if (interrupt === null) {
+        setPhase('swapping');
+        for (;;) {
+          const why = beforeSwapInterrupt(deadline);
+          if (why) {
+            interrupt = why;
+            break;
+          }
+          const reply = await write('swap', { learner: T, leaving: R }, `swap: ${T} counts, ${R} leaving`);
+          if (reply.ok) {
+            status.boundary = reply.boundary ?? reply.partition.boundary?.offset ?? null;
+            break;
+          }
+          const r = reply.refusal;
+          if (r.code === 'pending_recovery') continue;
+          if (!PASSING.has(r.code) && r.code !== 'not_admitted') {
+            interrupt = null;
+            await dropLearner();
+            return finish({ status: 'aborted', partition, code: r.code, reason: `the swap was refused: ${r.message}` });
+          }
+          status.retries++;
+          block(`retrying the swap: ${r.message}`);
+          await condition(() => cancelReason !== null || recoveryPending || !targetLive, timing.retryMs);
+        }
+      }
+      if (status.boundary !== null) break;
+
+      // ---- an abort before the swap: nothing counted changed.
+      switch (interrupt) {
+        case 'cancel':
+          await dropLearner();
+          return finish({ status: 'cancelled', partition, reason: cancelReason ?? 'cancelled' });
+        case 'target_down':
+          await dropLearner();
+          return finish({ status: 'aborted', partition, code: 'target_down', reason: `${T} failed before the swap; the learner was dropped and nothing counted changed` });
+        case 'stalled':
+          await dropLearner();
+          return finish({ status: 'aborted', partition, code: 'stalled', reason: `${T} made no progress for ${Math.round(stalledFor() / 1000)}s; the learner was dropped before the swap` });
+        case 'deadline':
+          await dropLearner();
+          return finish({ status: 'aborted', partition, code: 'catch_up_timeout', reason: `${T} did not catch up within the time allowed for ${bytesToCopy} bytes; the learner was dropped before the swap` });
+        case 'recovery':
+        case null:
+          break;
+      }
+      // A recovery cancels the move; an operator's move waits for activation and tries again under the new
+      // epoch, reusing T if it is still a learner; a planner's move ends and the planner decides again.
+      await waitForActivation();
+      if (request.origin === 'planner' || cancelReason !== null) {
+        await dropLearner();
+        return cancelReason !== null
+          ? finish({ status: 'cancelled', partition, reason: cancelReason })
+          : finish({ status: 'aborted', partition, code: 'pending_recovery', reason: `a recovery on ${partition} cancelled the move before the swap; the learner was dropped` });
+      }
+      status.retries++;
+      ctx = await read();
+      const again = checkFollowerMove(
+        { ...ctx.view.partition, learners: ctx.view.partition.learners.filter((n) => n !== T) },
+        ctx.nodes,
+        R,
+        T,
+      );
+      if (!again.ok) {
+        await dropLearner();
+        return finish({ status: 'aborted', partition, code: again.code, reason: `after the recovery the move no longer applies: ${again.message}` });
+      }
+    }
+
+    // ---- past the swap: finish or go through recovery; nothing cancels this part.
+    const B = status.boundary;
+    upsertSearchAttributes([{ key: PhaseKey, value: 'covering_boundary' }]);
+    status.phase = 'covering_boundary';
+    for (;;) {
+      await waitFor(
+        () => (status.targetDurable ?? -1) >= B && !recoveryPending,
+        () => null,
+        () =>
+          recoveryPending
+            ? `pending recovery on ${partition}: ${R} stays eligible and keeps its data; waiting for activation`
+            : !targetLive
+              ? `${T} is down after the swap: ${R} stays eligible and keeps its data; waiting for ${T} to return or for recovery`
+              : `waiting for ${T} durable at ${B}: at ${status.targetDurable ?? 0}`,
+      );
+      // ---- step 2: remove R; it keeps its data as a retained copy for the grace period.
+      setPhase('removing');
+      const reply = await write('remove-leaving', { node: R }, `remove ${R} (${T} covers ${B})`);
+      if (reply.ok) {
+        return finish({ status: 'completed', partition, from: R, to: T, boundary: B, epoch });
+      }
+      const r = reply.refusal;
+      if (r.code === 'not_leaving') {
+        const now = await read();
+        const p = now.view.partition;
+        if (p.leaving === null && !p.history.some((h) => h.node === R) && p.followers.includes(T)) {
+          return finish({ status: 'completed', partition, from: R, to: T, boundary: B, epoch });
+        }
+        return finish({ status: 'aborted', partition, code: r.code, reason: `${R} is no longer leaving ${partition}: ${r.message}` });
+      }
+      status.retries++;
+      setPhase('covering_boundary');
+      // The broker's word on T's durable offset wins over what signals said (a lost disk can lower it).
+      if (r.code === 'boundary_not_covered') await read().then(({ view }) => {
+        status.targetDurable = view.progress.replicas.find((x) => x.node === T)?.durableOffset ?? null;
+      });
+      block(`retrying the removal of ${R}: ${r.message}`);
+      const seen = version;
+      await condition(() => version !== seen, timing.retryMs);
+    }
+  };
+
+  return CancellationScope.nonCancellable(body);
+}

@@ -1,0 +1,2 @@
+/** Every workflow the worker registers. */
+export { followerMove } from './follower-move';
