@@ -3,6 +3,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     pool: 'forks',
+    // CI reads the JSON report to print one plain closing line of counts.
+    reporters: process.env.CI ? ['default', 'json'] : ['default'],
+    outputFile: { json: '.data/test-results.json' },
     projects: [
       {
         test: {
