@@ -66,9 +66,9 @@ function describe(s: MoveStatus): string {
 export function buildCli(io: Io): Command {
   const program = new Command('rebalancer')
     .description(
-      'Operate live replica moves of a replicated queue broker. Every move is a durable Temporal workflow;\n' +
-        'the settings come from the environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE,\n' +
-        'CLUSTER_URL, ...; see README.md).',
+      'Operate live replica moves of a replicated queue broker. Every move is a durable Temporal workflow; ' +
+        'settings come from the environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, ' +
+        'CLUSTER_URL, ...; see README.md). Exit status: 0 done, 1 refused (reason on stderr), 2 bad usage.',
     )
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: io.err })
