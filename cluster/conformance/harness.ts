@@ -4,6 +4,7 @@
  * that fill in the generation and a fresh idempotency key, refusal checks that prove nothing changed, and
  * stepping the clock until something happens.
  */
+import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { ClusterClient } from '../client';
 import {
@@ -74,6 +75,8 @@ export interface RawReply {
 export class Harness {
   private keySeq = 0;
   private nodeSeq = 0;
+  /** Per harness, so two cases of one run never reuse an idempotency key. */
+  private readonly keyNonce = randomBytes(4).toString('hex');
   /** Partitions a case already claimed, so two scenarios in one case never pick the same one. */
   private readonly claimed = new Set<string>();
 
@@ -85,7 +88,7 @@ export class Harness {
 
   key(label: string): string {
     this.keySeq += 1;
-    return `conformance-${this.runId}-${label}-${this.keySeq}`;
+    return `conformance-${this.runId}-${this.keyNonce}-${label}-${this.keySeq}`;
   }
 
   async record(id: string): Promise<Partition> {
