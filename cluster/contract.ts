@@ -380,6 +380,8 @@ export const Fault = z.discriminatedUnion('fault', [
     })
     .strict(),
   z.object({ fault: z.literal('stall-transfer'), partition: PartitionId, node: NodeId, stalled: z.boolean() }).strict(),
+  /** Marks a node as draining (add-learner then refuses it with node_draining), or clears the mark. */
+  z.object({ fault: z.literal('set-draining'), node: NodeId, draining: z.boolean() }).strict(),
 ]);
 export type Fault = z.infer<typeof Fault>;
 export const FaultReply = z.object({ ok: z.literal(true), fault: z.string(), detail: z.string() });

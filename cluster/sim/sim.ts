@@ -751,7 +751,8 @@ export class ClusterSim {
         return `${p.id}: owner ${p.owner} failed, recovery opened at epoch ${p.epoch}`;
       }
       case 'delay-events':
-        this.delayUntil = this.now + f.ms;
+        // Never shortened: the feed stays in order, so later events wait behind delayed ones.
+        this.delayUntil = Math.max(this.delayUntil, this.now + f.ms);
         return `events emitted until ${this.delayUntil} become readable at ${this.delayUntil}`;
       case 'drop-events':
         this.dropCount = f.count;
@@ -763,6 +764,13 @@ export class ClusterSim {
         if (f.write !== undefined) inj.write = f.write;
         this.injections.push(inj);
         return `the next ${f.write ?? 'guarded write'} on ${f.partition ?? 'any partition'} is refused`;
+      }
+      case 'set-draining': {
+        const n = this.node(f.node);
+        n.draining = f.draining;
+        this.dirtyNodes.add(n);
+        this.generation++;
+        return `${n.id} ${f.draining ? 'is draining' : 'is no longer draining'}`;
       }
       case 'stall-transfer': {
         const p = this.partition(f.partition);
@@ -840,14 +848,6 @@ export class ClusterSim {
     this.generation++;
     this.emit({ type: 'node_joined', node: id });
     return this.nodeView(n, 0);
-  }
-
-  /** Test and operator control, not a guarded write: marks a node as draining (add-learner refuses it). */
-  setDraining(id: string, draining: boolean): void {
-    const n = this.node(id);
-    n.draining = draining;
-    this.dirtyNodes.add(n);
-    this.generation++;
   }
 
   publish(partitionId: string, count: number): { firstOffset: number; nextOffset: number } {

@@ -1,0 +1,144 @@
+/**
+ * The OpenAPI 3.1 description of the broker contract, generated from the zod schemas in contract.ts so the
+ * document, the types and the server's validation cannot drift apart. Served at GET /openapi.json.
+ */
+import { z } from 'zod';
+import * as c from './contract';
+
+const components = {
+  Topology: c.Topology,
+  Partition: c.Partition,
+  PartitionView: c.PartitionView,
+  Progress: c.Progress,
+  SyncBudget: c.SyncBudget,
+  Node: c.Node,
+  AddLearnerRequest: c.AddLearnerRequest,
+  DropLearnerRequest: c.DropLearnerRequest,
+  SwapRequest: c.SwapRequest,
+  RemoveLeavingRequest: c.RemoveLeavingRequest,
+  PromoteLearnerRequest: c.PromoteLearnerRequest,
+  CloseAdmissionRequest: c.CloseAdmissionRequest,
+  CommitOwnerRequest: c.CommitOwnerRequest,
+  ReopenAdmissionRequest: c.ReopenAdmissionRequest,
+  WriteAccepted: c.WriteAccepted,
+  WriteRefused: c.WriteRefused,
+  RefusalCode: c.RefusalCode,
+  ClusterEvent: c.ClusterEvent,
+  EventsPage: c.EventsPage,
+  InvariantsReport: c.InvariantsReport,
+  ClockState: c.ClockState,
+  AdvanceRequest: c.AdvanceRequest,
+  PublishRequest: c.PublishRequest,
+  PublishReply: c.PublishReply,
+  SetRateRequest: c.SetRateRequest,
+  JoinNodeRequest: c.JoinNodeRequest,
+  Fault: c.Fault,
+  FaultReply: c.FaultReply,
+  BadRequest: c.BadRequest,
+} satisfies Record<string, z.ZodType>;
+
+type Name = keyof typeof components;
+const ref = (name: Name) => ({ $ref: `#/components/schemas/${name}` });
+const json = (name: Name, description: string) => ({ description, content: { 'application/json': { schema: ref(name) } } });
+const bad = json('BadRequest', 'Malformed or invalid input; nothing changed');
+const notFound = json('BadRequest', 'Unknown partition or node');
+const partitionParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+
+const writeRequests: Record<c.GuardedWriteName, Name> = {
+  'add-learner': 'AddLearnerRequest',
+  'drop-learner': 'DropLearnerRequest',
+  swap: 'SwapRequest',
+  'remove-leaving': 'RemoveLeavingRequest',
+  'promote-learner': 'PromoteLearnerRequest',
+  'close-admission': 'CloseAdmissionRequest',
+  'commit-owner': 'CommitOwnerRequest',
+  'reopen-admission': 'ReopenAdmissionRequest',
+};
+
+function get(summary: string, reply: Name, extra: Record<string, unknown> = {}) {
+  return { get: { summary, ...extra, responses: { '200': json(reply, summary) } } };
+}
+
+function post(summary: string, body: Name, reply: Name, extra: Record<string, unknown> = {}) {
+  return {
+    post: {
+      summary,
+      ...extra,
+      requestBody: { required: true, content: { 'application/json': { schema: ref(body) } } },
+      responses: { '200': json(reply, 'Done'), '400': bad, '404': notFound },
+    },
+  };
+}
+
+function schemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const out = z.toJSONSchema(schema, { unrepresentable: 'any', io }) as Record<string, unknown>;
+  delete out.$schema;
+  return out;
+}
+
+export function openApiDocument(): Record<string, unknown> {
+  const paths: Record<string, unknown> = {
+    '/healthz': { get: { summary: 'Liveness', responses: { '200': { description: 'Serving' } } } },
+    '/v1/topology': get('Nodes and partitions with the coordination generation', 'Topology'),
+    '/v1/partitions/{id}': get('One partition with its progress', 'PartitionView', {
+      parameters: [partitionParam],
+    }),
+    '/v1/partitions/{id}/progress': get('Durable progress of every replica', 'Progress', {
+      parameters: [partitionParam],
+    }),
+    '/v1/sync-budget': get('Transfer slots in use per node and cluster-wide', 'SyncBudget'),
+    '/v1/events': get('The event feed after a cursor (long-poll with waitMs)', 'EventsPage', {
+      parameters: ['after', 'limit', 'waitMs'].map((name) => ({
+        name,
+        in: 'query',
+        required: false,
+        schema: { type: 'integer', minimum: 0 },
+      })),
+    }),
+    '/v1/invariants': get('Safety checks run and breaches found', 'InvariantsReport'),
+    '/v1/clock': get('The simulated clock', 'ClockState'),
+    '/v1/clock/advance': post('Advance the stepped clock (409 in wall mode)', 'AdvanceRequest', 'ClockState'),
+    '/v1/partitions/{id}/publish': post('Publish messages now', 'PublishRequest', 'PublishReply', {
+      parameters: [partitionParam],
+    }),
+    '/v1/partitions/{id}/rate': post('Set the publish rate', 'SetRateRequest', 'PartitionView', {
+      parameters: [partitionParam],
+    }),
+    '/v1/nodes': post('Join a new empty node', 'JoinNodeRequest', 'Node'),
+    '/v1/faults': post('Inject a fault', 'Fault', 'FaultReply'),
+  };
+  for (const [write, body] of Object.entries(writeRequests)) {
+    paths[`/v1/partitions/{id}/${write}`] = {
+      post: {
+        summary: `Guarded write: ${write}`,
+        parameters: [partitionParam],
+        requestBody: { required: true, content: { 'application/json': { schema: ref(body) } } },
+        responses: {
+          '200': json('WriteAccepted', 'Accepted'),
+          '409': json('WriteRefused', 'Refused, with a typed reason and what the cluster saw'),
+          '400': bad,
+          '404': notFound,
+          '422': json('BadRequest', 'The idempotency key was used before with a different request'),
+        },
+      },
+    };
+  }
+  const schemas: Record<string, unknown> = {};
+  for (const [name, schema] of Object.entries(components)) {
+    schemas[name] = schemaOf(schema, name.endsWith('Request') || name === 'Fault' ? 'input' : 'output');
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Broker contract for live rebalancing',
+      version: c.CONTRACT_VERSION,
+      description:
+        'What the rebalancer needs from a broker: topology and progress reads, guarded writes with idempotency keys and typed refusals, and an event feed.',
+    },
+    paths,
+    components: {
+      schemas,
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+    },
+  };
+}
