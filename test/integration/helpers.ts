@@ -5,6 +5,9 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
 import pino from 'pino';
+import { ClusterClient } from '../../cluster/client';
+import { startCluster, type RunningCluster } from '../../cluster/server';
+import type { SimConfig } from '../../cluster/sim/types';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { installRuntimeLogger } from '../../worker/logger';
 
@@ -32,4 +35,52 @@ export async function startWorker(clusterUrl: string, taskQueue: string): Promis
   });
   const running = w.run();
   return { w, running, dataDir };
+}
+
+/** A reference cluster in this process on the wall clock, tuned so a move takes about a second. */
+export async function startTestCluster(overrides: Partial<SimConfig> = {}, shape = { nodes: 6, partitions: 6, streams: 1 }): Promise<RunningCluster & { client: ClusterClient }> {
+  const running = await startCluster({
+    port: 0,
+    clock: 'wall',
+    ...shape,
+    config: {
+      tickMs: 50,
+      initialMessages: 3_000,
+      retainMessages: 1_000,
+      messageBytes: 1_024,
+      publishRate: 50,
+      transferBytesPerSec: 4 * 1024 * 1024,
+      catchUpSlack: 50,
+      recoveryDelayMs: 500,
+      perNodeLimit: 4,
+      clusterLimit: 32,
+      ...overrides,
+    },
+  });
+  return Object.assign(running, { client: new ClusterClient(running.url) });
+}
+
+/** Poll until `check` returns a value (not undefined), or fail after `timeoutMs`. */
+export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A follower of `partition` and a live node that holds no copy of it. */
+export async function pickMove(cluster: ClusterClient, partition: string): Promise<{ from: string; to: string }> {
+  const topology = await cluster.topology();
+  const p = topology.partitions.find((x) => x.id === partition)!;
+  const holders = new Set([p.owner, ...p.followers, ...p.learners, ...(p.leaving ? [p.leaving] : [])]);
+  const to = topology.nodes.find((n) => n.live && !holders.has(n.id))!.id;
+  return { from: p.followers[0]!, to };
 }
