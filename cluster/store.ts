@@ -48,8 +48,11 @@ export class ClusterStore {
     this.stmts = {
       putMeta: this.db.prepare('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)'),
       getMeta: this.db.prepare<[string], { v: string }>('SELECT v FROM meta WHERE k = ?'),
-      putNode: this.db.prepare('INSERT OR REPLACE INTO nodes (id, json) VALUES (?, ?)'),
-      putPartition: this.db.prepare('INSERT OR REPLACE INTO partitions (id, json) VALUES (?, ?)'),
+      // Upserts keep the rowid, so a reload sees nodes and partitions in creation order.
+      putNode: this.db.prepare('INSERT INTO nodes (id, json) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json'),
+      putPartition: this.db.prepare(
+        'INSERT INTO partitions (id, json) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json',
+      ),
       putEvent: this.db.prepare('INSERT INTO events (seq, visible_at, json) VALUES (?, ?, ?)'),
       putBreach: this.db.prepare('INSERT INTO breaches (json) VALUES (?)'),
       putReply: this.db.prepare('INSERT INTO replies (key, fingerprint, status, body) VALUES (?, ?, ?, ?)'),

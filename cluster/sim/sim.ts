@@ -90,6 +90,8 @@ export class ClusterSim {
 
   /** Partitions that are stepped every tick (not anchored). */
   private readonly active = new Set<PartitionState>();
+  /** The active set in creation order, rebuilt only when the set changed. */
+  private activeOrder: PartitionState[] | null = null;
   private readonly slotsInUse = new Map<string, number>();
   private clusterInUse = 0;
   /** Retained copies in expiry order (retainedUntil only ever grows with now). */
@@ -233,6 +235,7 @@ export class ClusterSim {
     for (const n of placed) replicas[n] = newReplica(tail);
     const p: PartitionState = {
       id,
+      ord: this.partitions.size,
       kind,
       owner: placed[0]!,
       followers: placed.slice(1),
@@ -264,7 +267,7 @@ export class ClusterSim {
       anchor: null,
     };
     this.partitions.set(id, p);
-    if (!this.tryAnchor(p)) this.active.add(p);
+    if (!this.tryAnchor(p)) this.activate(p);
   }
 
   private bind(node: string): { node: string; processId: string; storageInstance: string; suspended: boolean } {
@@ -326,6 +329,12 @@ export class ClusterSim {
     p.logStart = Math.max(a.logStart, Math.min(tail - this.config.retainMessages, follower));
   }
 
+  private activate(p: PartitionState): void {
+    if (this.active.has(p)) return;
+    this.active.add(p);
+    this.activeOrder = null;
+  }
+
   /** Makes the partition stepped from now on. */
   private wake(p: PartitionState): void {
     const a = p.anchor;
@@ -335,7 +344,7 @@ export class ClusterSim {
       p.anchor = null;
       this.dirtyPartitions.add(p);
     }
-    this.active.add(p);
+    this.activate(p);
   }
 
   private isQuiet(p: PartitionState): boolean {
@@ -367,6 +376,7 @@ export class ClusterSim {
       confirmed: p.confirmedTail,
     };
     this.active.delete(p);
+    this.activeOrder = null;
     this.dirtyPartitions.add(p);
     return true;
   }
@@ -387,7 +397,8 @@ export class ClusterSim {
   private tick(dt: number): void {
     this.expireRetained();
     this.followBudget.clear();
-    for (const p of this.active) this.step(p, dt);
+    this.activeOrder ??= [...this.active].sort((a, b) => a.ord - b.ord);
+    for (const p of this.activeOrder) if (this.active.has(p)) this.step(p, dt);
   }
 
   private expireRetained(): void {
@@ -765,13 +776,9 @@ export class ClusterSim {
         this.injections.push(inj);
         return `the next ${f.write ?? 'guarded write'} on ${f.partition ?? 'any partition'} is refused`;
       }
-      case 'set-draining': {
-        const n = this.node(f.node);
-        n.draining = f.draining;
-        this.dirtyNodes.add(n);
-        this.generation++;
-        return `${n.id} ${f.draining ? 'is draining' : 'is no longer draining'}`;
-      }
+      case 'set-draining':
+        this.setDraining(f.node, f.draining);
+        return `${f.node} ${f.draining ? 'is draining' : 'is no longer draining'}`;
       case 'stall-transfer': {
         const p = this.partition(f.partition);
         this.node(f.node);
@@ -848,6 +855,14 @@ export class ClusterSim {
     this.generation++;
     this.emit({ type: 'node_joined', node: id });
     return this.nodeView(n, 0);
+  }
+
+  /** Marks a node as draining: add-learner then refuses it with node_draining. */
+  setDraining(id: string, draining: boolean): void {
+    const n = this.node(id);
+    n.draining = draining;
+    this.dirtyNodes.add(n);
+    this.generation++;
   }
 
   publish(partitionId: string, count: number): { firstOffset: number; nextOffset: number } {

@@ -114,6 +114,8 @@ export interface Anchor {
 
 export interface PartitionState {
   id: string;
+  /** Creation order: partitions are stepped in this order, so a run does not depend on wake order. */
+  ord: number;
   kind: 'queue' | 'stream';
   owner: string;
   followers: string[];
