@@ -29,11 +29,11 @@ async function main(): Promise<number> {
       console.log(`note: ${url} runs a ${clock.mode} clock; the suite expects a stepped one`);
     }
     const grep = opts.grep;
-    const outcomes = await runSuite(
-      client,
-      (o) => console.log(formatOutcome(o)),
-      (name) => grep === undefined || name.includes(grep),
-    );
+    const outcomes = await runSuite(client, {
+      report: (o) => console.log(formatOutcome(o)),
+      filter: (name) => grep === undefined || name.includes(grep),
+      extras: embedded?.extras,
+    });
     const skipped = outcomes.filter((o) => o.status === 'skip').length;
     if (skipped > 0) console.log(`(${skipped} skipped: this topology cannot host them)`);
     console.log(summary(outcomes));

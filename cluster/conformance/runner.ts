@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { ClusterClient } from '../client';
 import { CONFORMANCE_CASES, type ConformanceCase } from './cases';
-import { Harness, Skip } from './harness';
+import { Harness, Skip, type Extras } from './harness';
 
 export type Outcome = { name: string; status: 'pass' } | { name: string; status: 'fail' | 'skip'; reason: string };
 
@@ -13,10 +13,14 @@ export function newRunId(): string {
   return randomBytes(4).toString('hex');
 }
 
-export async function runCase(c: ConformanceCase, client: ClusterClient, runId = newRunId()): Promise<Outcome> {
+export async function runCase(
+  c: ConformanceCase,
+  client: ClusterClient,
+  options: { runId?: string; extras?: Extras } = {},
+): Promise<Outcome> {
   try {
     const breachesBefore = (await client.invariants()).breaches.length;
-    await c.run(new Harness(client, runId));
+    await c.run(new Harness(client, options.runId ?? newRunId(), options.extras));
     const breaches = (await client.invariants()).breaches;
     if (breaches.length > breachesBefore) {
       const first = breaches[breachesBefore];
@@ -40,13 +44,13 @@ export function formatOutcome(o: Outcome): string {
 /** Every case in order against one cluster; `report` sees each outcome as it lands. */
 export async function runSuite(
   client: ClusterClient,
-  report: (o: Outcome) => void = () => undefined,
-  filter: (name: string) => boolean = () => true,
+  options: { report?: (o: Outcome) => void; filter?: (name: string) => boolean; extras?: Extras } = {},
 ): Promise<Outcome[]> {
   const runId = newRunId();
   const outcomes: Outcome[] = [];
-  for (const c of CONFORMANCE_CASES.filter((x) => filter(x.name))) {
-    const o = await runCase(c, client, runId);
+  const report = options.report ?? (() => undefined);
+  for (const c of CONFORMANCE_CASES.filter((x) => options.filter?.(x.name) ?? true)) {
+    const o = await runCase(c, client, { runId, extras: options.extras });
     outcomes.push(o);
     report(o);
   }
