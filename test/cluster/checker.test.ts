@@ -1,0 +1,112 @@
+/**
+ * The safety checker must be able to fail: a weakened precondition (remove-leaving without the boundary
+ * check) and faults beyond the budget both have to show up as breaches, while recovery within the budget
+ * keeps every confirmed message even though it seals the least up-to-date replicas.
+ */
+import { describe, expect, it } from 'vitest';
+import { makeSim, untilAdmitted, write } from './helpers';
+
+describe('the invariant checker', () => {
+  /** n2 is down while messages are confirmed on n1 + n3; the learner n5 is stalled a little behind. */
+  function boundaryAboveJoined(unsafeSkipBoundaryCheck: boolean) {
+    const sim = makeSim({ unsafeSkipBoundaryCheck });
+    expect(write(sim, 'q-0', 'add-learner', { node: 'n5' }).ok).toBe(true);
+    untilAdmitted(sim, 'q-0', 'n5');
+    sim.fault({ fault: 'crash-node', node: 'n2' });
+    sim.fault({ fault: 'stall-transfer', partition: 'q-0', node: 'n5', stalled: true });
+    sim.publish('q-0', 15);
+    sim.advance(300);
+    const swap = write(sim, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' });
+    if (!swap.ok) throw new Error(swap.refusal.message);
+    return { sim, boundary: swap.boundary! };
+  }
+
+  it('catches the loss when remove-leaving skips the boundary check (test-only switch)', () => {
+    const { sim, boundary } = boundaryAboveJoined(true);
+    const joined = sim.progress('q-0').replicas.find((r) => r.node === 'n5')!.durableOffset;
+    expect(joined).toBeLessThan(boundary);
+    expect(write(sim, 'q-0', 'remove-leaving', { node: 'n3' }).ok).toBe(true);
+    const { breaches } = sim.invariants();
+    expect(breaches.map((b) => b.invariant).sort()).toEqual([1, 4]);
+    const loss = breaches.find((b) => b.invariant === 1)!;
+    expect(loss).toMatchObject({ partition: 'q-0', offset: boundary - 1 });
+    expect(loss.detail).toMatch(/held by 1 eligible replica\(s\) \[n1\]/);
+    expect(loss.state).toMatchObject({ owner: 'n1', followers: ['n2', 'n5'], confirmedTail: boundary });
+  });
+
+  it('records nothing when the same steps run with the boundary check on', () => {
+    const { sim } = boundaryAboveJoined(false);
+    const r = write(sim, 'q-0', 'remove-leaving', { node: 'n3' });
+    expect(!r.ok && r.refusal.code).toBe('boundary_not_covered');
+    sim.fault({ fault: 'stall-transfer', partition: 'q-0', node: 'n5', stalled: false });
+    sim.advance(300);
+    expect(write(sim, 'q-0', 'remove-leaving', { node: 'n3' }).ok).toBe(true);
+    expect(sim.invariants().breaches).toEqual([]);
+  });
+
+  it('reports a loss beyond the fault budget (W lost disks holding a confirmed message)', () => {
+    const sim = makeSim();
+    sim.fault({ fault: 'crash-node', node: 'n3' });
+    sim.publish('q-0', 100);
+    sim.advance(300);
+    const confirmed = sim.progress('q-0').confirmedTail;
+    sim.fault({ fault: 'lose-disk', node: 'n1' });
+    expect(sim.invariants().breaches).toEqual([]);
+    sim.fault({ fault: 'lose-disk', node: 'n2' });
+    const lost = sim.invariants().breaches.find((b) => b.partition === 'q-0');
+    expect(lost).toMatchObject({ invariant: 2, offset: confirmed - 1 });
+    expect(lost!.detail).toMatch(/lost/);
+  });
+
+  it('recovers every confirmed message within the budget although it seals the least up-to-date replicas', () => {
+    const sim = makeSim();
+    sim.fault({ fault: 'crash-node', node: 'n3' });
+    sim.publish('q-0', 100);
+    sim.advance(300);
+    const confirmed = sim.progress('q-0').confirmedTail;
+    sim.fault({ fault: 'crash-node', node: 'n1' });
+    sim.advance(2_000);
+    // Only n2 survives: E - W + 1 = 2 seals are needed, so the recovery waits.
+    expect(sim.partition('q-0').pendingRecovery).not.toBeNull();
+    sim.fault({ fault: 'restart-node', node: 'n3' });
+    sim.advance(200);
+    const p = sim.partition('q-0');
+    expect(p).toMatchObject({ owner: 'n2', epoch: 2, pendingRecovery: null });
+    expect(p.followers).toContain('n1');
+    expect(sim.progress('q-0').tail).toBeGreaterThanOrEqual(confirmed);
+    sim.fault({ fault: 'restart-node', node: 'n1' });
+    sim.advance(2_000);
+    expect(sim.partition('q-0').history.every((h) => !h.suspended)).toBe(true);
+    expect(sim.invariants().breaches).toEqual([]);
+  });
+
+  it('lets at most W - 1 restarted followers rejoin at once, recovery transfers before rebalancing', () => {
+    const sim = makeSim({ transferBytesPerSec: 20_000 });
+    sim.fault({ fault: 'crash-node', node: 'n2' });
+    sim.fault({ fault: 'crash-node', node: 'n3' });
+    sim.publish('q-0', 2_000);
+    sim.advance(100);
+    sim.fault({ fault: 'restart-node', node: 'n2' });
+    sim.fault({ fault: 'restart-node', node: 'n3' });
+    sim.advance(100);
+    const q0 = sim.syncBudget().transfers.filter((t) => t.partition === 'q-0');
+    expect(q0).toEqual([expect.objectContaining({ kind: 'recovery' })]);
+    sim.advance(30_000);
+    expect(sim.partition('q-0').history.every((h) => !h.suspended)).toBe(true);
+    expect(sim.invariants().breaches).toEqual([]);
+  });
+
+  it('refuses a rebalance transfer while a recovery transfer waits for the slot', () => {
+    const sim = makeSim({ perNodeLimit: 1, transferBytesPerSec: 20_000 });
+    // n4 rejoins q-1 (recovery) and q-2 waits behind it on the same node.
+    sim.fault({ fault: 'crash-node', node: 'n4' });
+    sim.publish('q-1', 2_000);
+    sim.publish('q-2', 2_000);
+    sim.advance(100);
+    sim.fault({ fault: 'restart-node', node: 'n4' });
+    sim.advance(100);
+    const r = write(sim, 'q-0', 'add-learner', { node: 'n4' });
+    expect(!r.ok && r.refusal.code).toBe('no_sync_budget');
+    expect(!r.ok && r.refusal.saw).toMatchObject({ node: 'n4', inUse: 1, limit: 1 });
+  });
+});
