@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { createActivities } from '../activities';
+import { createActivities, type ActivityDeps } from '../activities';
 import { ClusterClient } from '../cluster/client';
 import type { TemporalSettings } from './config';
 import { ProgressRelay } from './relay';
@@ -16,6 +16,8 @@ export interface RebalancerWorkerOptions {
   clusterToken?: string;
   dataDir: string;
   logger: Logger;
+  /** Tests wrap the broker client the activities use, to inject faults around guarded writes. */
+  wrapActivityCluster?: (cluster: ClusterClient) => ActivityDeps['cluster'];
   /** Relay tuning, for tests and benchmarks. */
   relay?: { pollWaitMs?: number; progressIntervalMs?: number; batchMs?: number };
 }
@@ -41,7 +43,7 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     namespace: temporal.namespace,
     taskQueue: temporal.taskQueue,
     workflowsPath: WORKFLOWS_PATH,
-    activities: createActivities({ cluster, logger }),
+    activities: createActivities({ cluster: options.wrapActivityCluster?.(cluster) ?? cluster, logger }),
     // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
     maxCachedWorkflows: 1000,
   });

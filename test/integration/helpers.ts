@@ -24,13 +24,18 @@ export async function connectClient(): Promise<Client> {
 }
 
 /** A worker on its own task queue, so test files running side by side do not take each other's tasks. */
-export async function startWorker(clusterUrl: string, taskQueue: string): Promise<{ w: RebalancerWorker; running: Promise<void>; dataDir: string }> {
+export async function startWorker(
+  clusterUrl: string,
+  taskQueue: string,
+  wrapActivityCluster?: Parameters<typeof createRebalancerWorker>[0]['wrapActivityCluster'],
+): Promise<{ w: RebalancerWorker; running: Promise<void>; dataDir: string }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-worker-'));
   const w = await createRebalancerWorker({
     temporal: { address: temporalAddress(), namespace: 'default', taskQueue },
     clusterUrl,
     dataDir,
     logger,
+    wrapActivityCluster,
     relay: { pollWaitMs: 500, progressIntervalMs: 500, batchMs: 50 },
   });
   const running = w.run();

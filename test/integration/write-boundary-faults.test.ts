@@ -1,0 +1,146 @@
+/**
+ * Faults at every write boundary of a follower move: for each guarded write, the owner, R or T fails, or a
+ * recovery opens, just before or just after it. The activities' broker client is wrapped to fire the fault
+ * at that exact point. Every case ends completed or cleanly aborted, with a consistent assignment and zero
+ * invariant breaches; crashed nodes come back a little later, as they would in life.
+ */
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '../../client/moves';
+import { statusQuery } from '../../workflows/definitions';
+import type { ClusterClient } from '../../cluster/client';
+import type { Fault, GuardedWriteName } from '../../cluster/contract';
+import { connectClient, eventually, pickMove, startTestCluster, startWorker } from './helpers';
+
+type Victim = 'owner' | 'R' | 'T' | 'recovery';
+type When = 'before' | 'after';
+const WRITES: GuardedWriteName[] = ['add-learner', 'swap', 'remove-leaving'];
+const VICTIMS: Victim[] = ['owner', 'R', 'T', 'recovery'];
+const WHENS: When[] = ['before', 'after'];
+
+interface Armed {
+  partition: string;
+  write: GuardedWriteName;
+  when: When;
+  faults: Fault[];
+  fired: boolean;
+}
+
+let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let client: Client;
+let ctx: MovesContext;
+let stopWorker: () => Promise<void>;
+let armed: Armed | null = null;
+const outcomes: Record<string, string> = {};
+const taskQueue = `boundary-faults-${process.pid}`;
+
+function wrap(real: ClusterClient): Pick<ClusterClient, 'partition' | 'topology' | 'write'> {
+  return {
+    partition: (id) => real.partition(id),
+    topology: () => real.topology(),
+    write: async (partition, write, request) => {
+      const a = armed && !armed.fired && armed.partition === partition && armed.write === write ? armed : null;
+      if (a?.when === 'before') {
+        a.fired = true;
+        for (const f of a.faults) await real.fault(f);
+      }
+      const reply = await real.write(partition, write, request);
+      if (a?.when === 'after') {
+        a.fired = true;
+        for (const f of a.faults) await real.fault(f);
+      }
+      return reply;
+    },
+  };
+}
+
+beforeAll(async () => {
+  cluster = await startTestCluster({}, { nodes: 8, partitions: WRITES.length * VICTIMS.length * WHENS.length + 1, streams: 0 });
+  client = await connectClient();
+  const { w, running } = await startWorker(cluster.url, taskQueue, wrap);
+  stopWorker = async () => {
+    w.shutdown();
+    await running;
+  };
+  ctx = { client, cluster: cluster.client, taskQueue };
+});
+
+afterAll(async () => {
+  console.log(`write-boundary fault outcomes: ${JSON.stringify(outcomes)}`);
+  await stopWorker?.();
+  await cluster?.close();
+});
+
+const cases = WRITES.flatMap((write) => WHENS.flatMap((when) => VICTIMS.map((victim) => ({ write, when, victim }))));
+
+describe('faults at every write boundary of a follower move', () => {
+  it.each(cases.map((c, i) => ({ ...c, partition: `q-${i}` })))(
+    '$victim fails $when $write',
+    async ({ write, when, victim, partition }) => {
+      const { from, to } = await pickMove(cluster.client, partition);
+      const before = (await cluster.client.partition(partition)).partition;
+      const node = victim === 'owner' ? before.owner : victim === 'R' ? from : victim === 'T' ? to : null;
+      const fault: Fault = node ? { fault: 'crash-node', node } : { fault: 'fail-owner', partition };
+      armed = { partition, write, when, faults: [fault], fired: false };
+
+      const handle = await startFollowerMove(ctx, { partition, from, to, origin: 'operator', timing: { pollMs: 500, retryMs: 300 } });
+      // A crashed node comes back a moment after the fault, as a restarted process with its disk.
+      const healer = (async () => {
+        if (!node) return;
+        await eventually('the fault to fire', async () => (armed?.fired ? true : undefined), 120_000).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 1_500));
+        await cluster.client.fault({ fault: 'restart-node', node });
+      })();
+      const outcome = await handle.result();
+      await healer;
+      outcomes[`${victim} ${when} ${write}`] = outcome.status === 'aborted' ? `aborted:${outcome.code}` : outcome.status;
+      // The fault fires unless the move ended cleanly before it reached that write.
+      if (!armed?.fired) expect(outcome.status).toBe('aborted');
+
+      const after = await eventually('no pending recovery', async () => {
+        const p = (await cluster.client.partition(partition)).partition;
+        return p.pendingRecovery === null ? p : undefined;
+      });
+      expect(['completed', 'aborted']).toContain(outcome.status);
+      expect(after.writeRequirement).toBe(before.writeRequirement);
+      expect(after.learners).toEqual([]);
+      expect(after.leaving).toBeNull();
+      if (outcome.status === 'completed') {
+        expect([after.owner, ...after.followers]).toContain(to);
+        expect([after.owner, ...after.followers]).not.toContain(from);
+        expect(after.history.map((h) => h.node)).not.toContain(from);
+      } else {
+        expect([after.owner, ...after.followers]).toContain(from);
+        expect([after.owner, ...after.followers]).not.toContain(to);
+      }
+      // Losing R never stops a move, and past the swap the move always finishes.
+      if (victim === 'R' || write === 'remove-leaving' || (write === 'swap' && when === 'after')) {
+        expect(outcome.status).toBe('completed');
+      }
+      // T failing before it was swapped in ends the move cleanly.
+      if (victim === 'T' && write === 'add-learner') expect(outcome).toMatchObject({ status: 'aborted' });
+      expect((await cluster.client.invariants()).breaches).toEqual([]);
+    },
+  );
+});
+
+describe('operator cancel after the swap', () => {
+  it('is refused with the reason and the way forward, and the move still finishes', async () => {
+    const partition = `q-${cases.length}`;
+    const { from, to } = await pickMove(cluster.client, partition);
+    // T crashes right after the swap and its disk is lost, so it is below B until it has copied again.
+    armed = { partition, write: 'swap', when: 'after', faults: [{ fault: 'crash-node', node: to }, { fault: 'lose-disk', node: to }], fired: false };
+    const handle = await startFollowerMove(ctx, { partition, from, to, origin: 'operator', timing: { pollMs: 500 } });
+    await eventually('T down after the swap', async () => {
+      const s = await handle.query(statusQuery);
+      return s.phase === 'covering_boundary' && s.blockingReason?.includes('down after the swap') ? s : undefined;
+    });
+    const refusal = await cancelMove(client, partition, 'too late').catch((e: unknown) => e);
+    expect(refusal).toBeInstanceOf(MoveRefused);
+    expect((refusal as MoveRefused).message).toMatch(new RegExp(`already counts ${to} instead of ${from}.*will finish by removing ${from}`));
+    expect((await handle.query(statusQuery)).blockingReason).toMatch(new RegExp(`${to} is down after the swap: ${from} stays eligible and keeps its data`));
+    await cluster.client.fault({ fault: 'restart-node', node: to });
+    expect(await handle.result()).toMatchObject({ status: 'completed' });
+    expect((await cluster.client.invariants()).breaches).toEqual([]);
+  });
+});
