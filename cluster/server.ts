@@ -2,7 +2,7 @@
  * The reference cluster's HTTP face (fastify): validates every input with the contract's schemas, maps the
  * routes onto the simulation, and persists each change in one store transaction before answering.
  */
-import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { z } from 'zod';
 import {
@@ -121,7 +121,16 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
   };
 
   // Requests are not logged: the cluster logs its own lifecycle and errors through `log`.
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 1024 * 1024,
+    // Partition ids may be 128 characters; longer path segments are refused below with a BadRequest body.
+    routerOptions: { maxParamLength: 256 },
+    frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
+      const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
+      void reply.code(status).send({ error: 'bad_request', message: err.message, issues: [{ path: 'url', message: err.message }] });
+    },
+  });
   app.removeAllContentTypeParsers();
   // Any content type is read as JSON: a client that forgets the header gets validation, not a 415.
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {

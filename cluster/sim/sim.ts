@@ -324,8 +324,16 @@ export class ClusterSim {
     p.tail = tail;
     p.prevTail = follower;
     p.replicas[p.owner]!.durable = tail;
-    for (const f of p.followers) p.replicas[f]!.durable = follower;
-    p.confirmedTail = Math.max(a.confirmed, p.writeRequirement <= 1 ? tail : follower);
+    // Followers on down nodes stay frozen; the live ones follow the owner one step behind.
+    let live = 1;
+    for (const f of p.followers) {
+      if (!this.nodes.get(f)!.live) continue;
+      p.replicas[f]!.durable = follower;
+      live++;
+    }
+    if (live >= p.writeRequirement) {
+      p.confirmedTail = Math.max(a.confirmed, p.writeRequirement <= 1 ? tail : follower);
+    }
     p.logStart = Math.max(a.logStart, Math.min(tail - this.config.retainMessages, follower));
   }
 
@@ -351,16 +359,21 @@ export class ClusterSim {
     const owner = this.nodes.get(p.owner)!;
     if (!owner.live || p.pendingRecovery || p.admission !== 'open' || p.waiting > 0) return false;
     if (p.learners.length > 0 || p.leaving !== null || p.stalled.length > 0) return false;
-    if (1 + p.followers.length < p.writeRequirement) return false;
     if (p.replicas[p.owner]!.durable !== p.tail) return false;
+    let live = 1;
     for (const f of p.followers) {
       const r = p.replicas[f]!;
-      if (!this.nodes.get(f)!.live || r.durable !== p.prevTail || r.slot || r.ckpt) return false;
+      if (r.slot || r.ckpt) return false;
+      if (!this.nodes.get(f)!.live) continue;
+      if (r.durable !== p.prevTail) return false;
+      live++;
     }
     for (const h of p.history) {
       if (h.suspended || this.nodes.get(h.node)!.storageInstance !== h.storageInstance) return false;
     }
     if (p.history.length !== 1 + p.followers.length) return false;
+    // With fewer than W live counted copies confirms stall, which the anchor keeps as a frozen value.
+    if (live < p.writeRequirement) return true;
     const expectConfirmed = p.writeRequirement <= 1 ? p.tail : p.prevTail;
     return p.confirmedTail === expectConfirmed;
   }
@@ -800,39 +813,44 @@ export class ClusterSim {
     return out;
   }
 
+  /** Wakes the node's partitions at now, before the node changes: their offsets so far depend on it. */
+  private wakeOn(node: string): PartitionState[] {
+    const ps = this.partitionsOn(node);
+    for (const p of ps) this.wake(p);
+    return ps;
+  }
+
   private crash(n: NodeState): void {
+    const ps = this.wakeOn(n.id);
     n.live = false;
     this.dirtyNodes.add(n);
     this.generation++;
     this.emit({ type: 'node_down', node: n.id });
-    for (const p of this.partitionsOn(n.id)) {
-      if (!(n.id in p.replicas)) continue;
-      this.wake(p);
+    for (const p of ps) {
       if (p.owner === n.id) this.openRecovery(p, `owner node ${n.id} crashed`);
     }
   }
 
   private restart(n: NodeState): void {
+    const ps = this.wakeOn(n.id);
     n.live = true;
     n.processId = `${n.id}-p${this.prng.hex()}`;
     this.dirtyNodes.add(n);
     this.generation++;
     this.emit({ type: 'node_up', node: n.id, processId: n.processId });
-    for (const p of this.partitionsOn(n.id)) {
-      if (!(n.id in p.replicas)) continue;
-      this.wake(p);
+    for (const p of ps) {
       // A restarted replica's process no longer matches the history: it rejoins through learner admission.
-      if (p.owner !== n.id) this.suspend(p, n.id);
+      if (n.id in p.replicas && p.owner !== n.id) this.suspend(p, n.id);
     }
   }
 
   private loseDisk(n: NodeState): void {
+    const ps = this.wakeOn(n.id);
     n.storageInstance = `${n.id}-s${this.prng.hex()}`;
     this.dirtyNodes.add(n);
     this.generation++;
     this.emit({ type: 'disk_lost', node: n.id });
-    for (const p of this.partitionsOn(n.id)) {
-      this.wake(p);
+    for (const p of ps) {
       if (p.retainedCopies.some((c) => c.node === n.id)) {
         p.retainedCopies = p.retainedCopies.filter((c) => c.node !== n.id);
       }
