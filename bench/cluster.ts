@@ -7,7 +7,8 @@
  * 2. Stepped simulation speed for 100 nodes / 10,000 partitions / RF 3 with moves in flight: simulated
  *    seconds per wall second, then the size of the database it left.
  */
-import { readdirSync, rmSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ClusterClient } from '../cluster/client';
@@ -28,6 +29,32 @@ function quantile(sorted: number[], q: number): number {
 function round(x: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
+}
+
+/** CPU time (user + system) the process has used so far, in ms; null where /proc is not available. */
+function cpuMsOf(pid: number): number | null {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The cluster's own CPU per request during a phase: on a machine where the load generator shares the cores,
+ * 1000 / this is what one core of the cluster could serve, whatever the generator manages to send.
+ */
+async function withServerCpu<T extends { count: number }>(pid: number, phase: () => Promise<T>) {
+  const before = cpuMsOf(pid);
+  const result = await phase();
+  const after = cpuMsOf(pid);
+  const perRequest = before === null || after === null || result.count === 0 ? null : (after - before) / result.count;
+  return {
+    result,
+    server: perRequest === null ? null : { cpuMsPerRequest: round(perRequest, 3), oneCoreCapacityPerSec: round(1000 / perRequest, 0) },
+  };
 }
 
 interface LoadResult {
@@ -67,13 +94,37 @@ async function load(
   };
 }
 
-async function post(url: string, body: unknown): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
+/**
+ * Loopback HTTP with a keep-alive agent: fetch (undici) costs the load generator more CPU per request than
+ * the cluster spends answering, and client and server share this machine's cores.
+ */
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+function request(url: string, method: 'GET' | 'POST', body?: unknown): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      url,
+      {
+        method,
+        agent,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
   });
-  return { status: res.status, json: await res.json() };
+}
+
+async function post(url: string, body: unknown): Promise<{ status: number; json: unknown }> {
+  const r = await request(url, 'POST', body);
+  return { status: r.status, json: JSON.parse(r.text) };
 }
 
 function outsider(p: Partition, topo: Topology, lane: number): string {
@@ -82,28 +133,37 @@ function outsider(p: Partition, topo: Topology, lane: number): string {
   return free[lane % free.length]!.id;
 }
 
-async function httpBench(seconds: number, concurrency: number): Promise<void> {
+/** `--profile DIR`: the cluster process writes a V8 CPU profile there when it exits. */
+function profileArgs(dir: string | undefined): string[] {
+  return dir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', dir];
+}
+
+async function httpBench(seconds: number, concurrency: number, profile: string | undefined): Promise<void> {
   // Budget limits high enough that the write path, not the sync budget, is what gets measured.
-  const cluster = await spawnCluster({
-    nodes: 20,
-    partitions: 400,
-    streams: 0,
-    seed: 7,
-    clock: 'stepped',
-    'per-node-sync-limit': 1000,
-    'cluster-sync-limit': 100_000,
-  });
+  const cluster = await spawnCluster(
+    {
+      nodes: 20,
+      partitions: 400,
+      streams: 0,
+      seed: 7,
+      clock: 'stepped',
+      'per-node-limit': 1000,
+      'cluster-limit': 100_000,
+    },
+    { nodeArgs: profileArgs(profile) },
+  );
   try {
     const client = new ClusterClient(cluster.url);
     const topo = await client.topology();
     const queues = topo.partitions.filter((p) => p.kind === 'queue' && p.pendingRecovery === null);
-    for (let i = 0; i < 200; i += 1) await fetch(`${cluster.url}/healthz`).then((r) => r.text());
+    for (let i = 0; i < 200; i += 1) await request(`${cluster.url}/healthz`, 'GET');
 
-    const health = await load(concurrency, seconds, async () => {
-      const r = await fetch(`${cluster.url}/healthz`);
-      await r.text();
-    });
-    emit({ metric: 'healthz', unit: 'requests/s, ms', concurrency, requests: health.count, seconds: health.seconds, perSec: health.perSec, p50Ms: health.p50Ms, p99Ms: health.p99Ms });
+    const { result: health, server: healthServer } = await withServerCpu(cluster.pid, () =>
+      load(concurrency, seconds, async () => {
+        await request(`${cluster.url}/healthz`, 'GET');
+      }),
+    );
+    emit({ metric: 'healthz', unit: 'requests/s, ms', concurrency, requests: health.count, seconds: health.seconds, perSec: health.perSec, p50Ms: health.p50Ms, p99Ms: health.p99Ms, server: healthServer });
 
     // Each lane owns a disjoint slice of partitions, so no write races another lane's generation.
     const lanes = Array.from({ length: concurrency }, (_, lane) =>
@@ -114,7 +174,7 @@ async function httpBench(seconds: number, concurrency: number): Promise<void> {
     let refused = 0;
     const refusals: Record<string, number> = {};
     let keySeq = 0;
-    const writes = await load(concurrency, seconds, async (lane) => {
+    const { result: writes, server: writeServer } = await withServerCpu(cluster.pid, () => load(concurrency, seconds, async (lane) => {
       const slice = lanes[lane]!;
       const slot = slice[cursor[lane]! % slice.length]!;
       cursor[lane]! += 1;
@@ -138,7 +198,7 @@ async function httpBench(seconds: number, concurrency: number): Promise<void> {
         slot.gen = fresh.generation;
         slot.hasLearner = fresh.learners.includes(slot.target);
       }
-    });
+    }));
     emit({
       metric: 'guarded_writes',
       unit: 'writes/s, ms',
@@ -154,6 +214,7 @@ async function httpBench(seconds: number, concurrency: number): Promise<void> {
       p50Ms: writes.p50Ms,
       p99Ms: writes.p99Ms,
       vsHealthz: { throughput: round(writes.perSec / health.perSec), p99: round(writes.p99Ms / health.p99Ms) },
+      server: writeServer,
       target: `>= ${TARGETS.writesPerSec} writes/s, p99 < ${TARGETS.p99Ms} ms`,
       meetsTarget: writes.perSec >= TARGETS.writesPerSec && writes.p99Ms < TARGETS.p99Ms,
     });
@@ -164,11 +225,13 @@ async function httpBench(seconds: number, concurrency: number): Promise<void> {
       return { url: `${cluster.url}/v1/partitions/${encodeURIComponent(slot.p.id)}/add-learner`, body: { node: slot.target, expectedGeneration: 0, idempotencyKey: `bench-retry-${lane}` } };
     });
     for (const a of answered) await post(a.url, a.body);
-    const retries = await load(concurrency, seconds, async (lane) => {
-      const a = answered[lane]!;
-      await post(a.url, a.body);
-    });
-    emit({ metric: 'idempotent_retries', unit: 'writes/s, ms', concurrency, writes: retries.count, seconds: retries.seconds, perSec: retries.perSec, p50Ms: retries.p50Ms, p99Ms: retries.p99Ms, vsHealthz: { throughput: round(retries.perSec / health.perSec) } });
+    const { result: retries, server: retryServer } = await withServerCpu(cluster.pid, () =>
+      load(concurrency, seconds, async (lane) => {
+        const a = answered[lane]!;
+        await post(a.url, a.body);
+      }),
+    );
+    emit({ metric: 'idempotent_retries', unit: 'writes/s, ms', concurrency, writes: retries.count, seconds: retries.seconds, perSec: retries.perSec, p50Ms: retries.p50Ms, p99Ms: retries.p99Ms, vsHealthz: { throughput: round(retries.perSec / health.perSec) }, server: retryServer });
   } finally {
     await cluster.close();
   }
@@ -186,11 +249,11 @@ function dirBytes(dir: string): { bytes: number; files: Record<string, number> }
   return { bytes, files };
 }
 
-async function simBench(simSeconds: number, nodes: number, partitions: number): Promise<void> {
+async function simBench(simSeconds: number, nodes: number, partitions: number, profile: string | undefined): Promise<void> {
   const started = performance.now();
   const cluster = await spawnCluster(
     { nodes, partitions, streams: 0, seed: 11, clock: 'stepped' },
-    { startTimeoutMs: 300_000, keepData: true },
+    { startTimeoutMs: 300_000, keepData: true, nodeArgs: profileArgs(profile) },
   );
   const startupSeconds = (performance.now() - started) / 1000;
   try {
@@ -274,8 +337,11 @@ export async function run(args: string[]): Promise<void> {
       nodes: { type: 'string', default: '100' },
       partitions: { type: 'string', default: '10000' },
       only: { type: 'string' },
+      profile: { type: 'string' },
     },
   });
-  if (values.only !== 'sim') await httpBench(Number(values.seconds), Number(values.concurrency));
-  if (values.only !== 'http') await simBench(Number(values['sim-seconds']), Number(values.nodes), Number(values.partitions));
+  if (values.only !== 'sim') await httpBench(Number(values.seconds), Number(values.concurrency), values.profile);
+  if (values.only !== 'http') {
+    await simBench(Number(values['sim-seconds']), Number(values.nodes), Number(values.partitions), values.profile);
+  }
 }

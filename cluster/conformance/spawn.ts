@@ -20,10 +20,10 @@ export interface SpawnedCluster {
 
 export async function spawnCluster(
   flags: Record<string, string | number>,
-  options: { startTimeoutMs?: number; keepData?: boolean } = {},
+  options: { startTimeoutMs?: number; keepData?: boolean; nodeArgs?: string[] } = {},
 ): Promise<SpawnedCluster> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'cluster-'));
-  const args = ['--import', 'tsx', path.join(repoRoot, 'cluster/main.ts'), '--port', '0', '--data', dataDir];
+  const args = [...(options.nodeArgs ?? []), '--import', 'tsx', path.join(repoRoot, 'cluster/main.ts'), '--port', '0', '--data', dataDir];
   for (const [k, v] of Object.entries(flags)) args.push(`--${k}`, String(v));
   const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
