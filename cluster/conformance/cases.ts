@@ -216,20 +216,14 @@ conformance('add-learner: a down node is refused node_down', async (h) => {
 
 conformance('add-learner: a draining node is refused node_draining', async (h) => {
   const p = await h.quietQueue();
-  const topo = await h.client.topology();
-  let draining = topo.nodes.find((n) => n.draining && n.live && !replicasOf(p).includes(n.id))?.id;
-  let marked = false;
-  // The contract has no call that starts a drain: use one the implementation shows, or the embedded control.
-  if (draining === undefined) {
-    if (h.extras.setDraining === undefined) throw new Skip('no live draining node and no contract call to drain one');
-    draining = await h.spareNode();
-    await h.extras.setDraining(draining, true);
-    marked = true;
-  }
+  const draining = await h.spareNode();
+  await h.client.fault({ fault: 'set-draining', node: draining, draining: true });
   try {
+    const node = (await h.client.topology()).nodes.find((n) => n.id === draining);
+    checkEqual(node?.draining, true, `${draining} reported draining`);
     await h.refuse(p.id, 'add-learner', { node: draining }, 'node_draining');
   } finally {
-    if (marked) await h.extras.setDraining?.(draining, false);
+    await h.client.fault({ fault: 'set-draining', node: draining, draining: false });
   }
 });
 

@@ -1,17 +1,15 @@
 /**
  * An in-process reference cluster of the shape the conformance suite expects: stepped clock, temporary
- * data directory. It also offers the one control the contract lacks (marking a node draining).
+ * data directory.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startCluster } from '../server';
 import { SUITE_SHAPE } from './cases';
-import type { Extras } from './harness';
 
 export interface Embedded {
   url: string;
-  extras: Extras;
   close(): Promise<void>;
 }
 
@@ -28,11 +26,6 @@ export async function startEmbedded(shape: typeof SUITE_SHAPE = SUITE_SHAPE, see
   });
   return {
     url: cluster.url,
-    extras: {
-      async setDraining(node, draining) {
-        cluster.sim.setDraining(node, draining);
-      },
-    },
     async close() {
       await cluster.close();
       rmSync(data, { recursive: true, force: true });

@@ -72,11 +72,6 @@ export interface RawReply {
   text: string;
 }
 
-/** Controls the contract does not offer, available when the suite runs an embedded reference cluster. */
-export interface Extras {
-  setDraining?(node: string, draining: boolean): Promise<void>;
-}
-
 export class Harness {
   private keySeq = 0;
   private nodeSeq = 0;
@@ -89,7 +84,6 @@ export class Harness {
     readonly client: ClusterClient,
     /** Lower-case letters and digits: used in idempotency keys and in the ids of nodes this run joins. */
     readonly runId: string,
-    readonly extras: Extras = {},
   ) {}
 
   key(label: string): string {

@@ -32,7 +32,6 @@ async function main(): Promise<number> {
     const outcomes = await runSuite(client, {
       report: (o) => console.log(formatOutcome(o)),
       filter: (name) => grep === undefined || name.includes(grep),
-      extras: embedded?.extras,
     });
     const skipped = outcomes.filter((o) => o.status === 'skip').length;
     if (skipped > 0) console.log(`(${skipped} skipped: this topology cannot host them)`);

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { ClusterClient } from '../client';
 import { CONFORMANCE_CASES, type ConformanceCase } from './cases';
-import { Harness, Skip, type Extras } from './harness';
+import { Harness, Skip } from './harness';
 
 export type Outcome = { name: string; status: 'pass' } | { name: string; status: 'fail' | 'skip'; reason: string };
 
@@ -16,11 +16,11 @@ export function newRunId(): string {
 export async function runCase(
   c: ConformanceCase,
   client: ClusterClient,
-  options: { runId?: string; extras?: Extras } = {},
+  options: { runId?: string } = {},
 ): Promise<Outcome> {
   try {
     const breachesBefore = (await client.invariants()).breaches.length;
-    await c.run(new Harness(client, options.runId ?? newRunId(), options.extras));
+    await c.run(new Harness(client, options.runId ?? newRunId()));
     const breaches = (await client.invariants()).breaches;
     if (breaches.length > breachesBefore) {
       const first = breaches[breachesBefore];
@@ -44,13 +44,13 @@ export function formatOutcome(o: Outcome): string {
 /** Every case in order against one cluster; `report` sees each outcome as it lands. */
 export async function runSuite(
   client: ClusterClient,
-  options: { report?: (o: Outcome) => void; filter?: (name: string) => boolean; extras?: Extras } = {},
+  options: { report?: (o: Outcome) => void; filter?: (name: string) => boolean } = {},
 ): Promise<Outcome[]> {
   const runId = newRunId();
   const outcomes: Outcome[] = [];
   const report = options.report ?? (() => undefined);
   for (const c of CONFORMANCE_CASES.filter((x) => options.filter?.(x.name) ?? true)) {
-    const o = await runCase(c, client, { runId, extras: options.extras });
+    const o = await runCase(c, client, { runId });
     outcomes.push(o);
     report(o);
   }

@@ -169,6 +169,15 @@ const ENDPOINTS: Record<string, Endpoint> = {
       { path: ['ms'], kind: 'int', required: true, max: 3_600_000 },
     ],
   },
+  'fault:set-draining': {
+    path: () => '/v1/faults',
+    body: () => ({ fault: 'set-draining', node: nodeId(), draining: false }),
+    fields: [
+      { path: ['fault'], kind: 'enum', required: true, max: 0 },
+      nodeField('node'),
+      { path: ['draining'], kind: 'enum', required: true, max: 0 },
+    ],
+  },
   'fault:stall-transfer': {
     path: () => '/v1/faults',
     body: () => ({ fault: 'stall-transfer', partition: queueId(), node: nodeId(), stalled: false }),

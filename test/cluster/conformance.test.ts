@@ -13,7 +13,7 @@ describe('conformance: a fresh reference cluster per case', () => {
     it(c.name, async (ctx) => {
       const cluster = await startEmbedded();
       try {
-        const outcome = await runCase(c, new ClusterClient(cluster.url), { extras: cluster.extras });
+        const outcome = await runCase(c, new ClusterClient(cluster.url));
         if (outcome.status === 'skip') ctx.skip(outcome.reason);
         expect(formatOutcome(outcome)).toBe(`PASS ${c.name}`);
       } finally {
@@ -27,7 +27,7 @@ describe('conformance: the whole suite against one long-lived cluster', () => {
   it('passes every case in order on one cluster', { timeout: 600_000 }, async () => {
     const cluster = await startEmbedded();
     try {
-      const outcomes = await runSuite(new ClusterClient(cluster.url), { extras: cluster.extras });
+      const outcomes = await runSuite(new ClusterClient(cluster.url));
       expect(outcomes.filter((o) => o.status === 'fail').map(formatOutcome)).toEqual([]);
       expect(outcomes.filter((o) => o.status === 'pass').length).toBeGreaterThan(CONFORMANCE_CASES.length / 2);
     } finally {
