@@ -138,7 +138,14 @@ function profileArgs(dir: string | undefined): string[] {
   return dir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', dir];
 }
 
-async function httpBench(seconds: number, concurrency: number, profile: string | undefined): Promise<void> {
+interface Slot {
+  p: Partition;
+  target: string;
+  gen: number;
+  hasLearner: boolean;
+}
+
+async function httpBench(seconds: number, levels: number[], profile: string | undefined): Promise<void> {
   // Budget limits high enough that the write path, not the sync budget, is what gets measured.
   const cluster = await spawnCluster(
     {
@@ -155,83 +162,88 @@ async function httpBench(seconds: number, concurrency: number, profile: string |
   try {
     const client = new ClusterClient(cluster.url);
     const topo = await client.topology();
-    const queues = topo.partitions.filter((p) => p.kind === 'queue' && p.pendingRecovery === null);
+    const slots: Slot[] = topo.partitions
+      .filter((p) => p.kind === 'queue' && p.pendingRecovery === null)
+      .map((p, i) => ({ p, target: outsider(p, topo, i), gen: p.generation, hasLearner: false }));
     for (let i = 0; i < 200; i += 1) await request(`${cluster.url}/healthz`, 'GET');
-
-    const { result: health, server: healthServer } = await withServerCpu(cluster.pid, () =>
-      load(concurrency, seconds, async () => {
-        await request(`${cluster.url}/healthz`, 'GET');
-      }),
-    );
-    emit({ metric: 'healthz', unit: 'requests/s, ms', concurrency, requests: health.count, seconds: health.seconds, perSec: health.perSec, p50Ms: health.p50Ms, p99Ms: health.p99Ms, server: healthServer });
-
-    // Each lane owns a disjoint slice of partitions, so no write races another lane's generation.
-    const lanes = Array.from({ length: concurrency }, (_, lane) =>
-      queues.filter((_, i) => i % concurrency === lane).map((p) => ({ p, target: outsider(p, topo, lane), gen: p.generation, hasLearner: false })),
-    );
-    const cursor = Array.from({ length: concurrency }, () => 0);
-    let accepted = 0;
-    let refused = 0;
-    const refusals: Record<string, number> = {};
     let keySeq = 0;
-    const { result: writes, server: writeServer } = await withServerCpu(cluster.pid, () => load(concurrency, seconds, async (lane) => {
-      const slice = lanes[lane]!;
-      const slot = slice[cursor[lane]! % slice.length]!;
-      cursor[lane]! += 1;
-      const write = slot.hasLearner ? 'drop-learner' : 'add-learner';
-      keySeq += 1;
-      const r = await post(`${cluster.url}/v1/partitions/${encodeURIComponent(slot.p.id)}/${write}`, {
-        node: slot.target,
-        expectedGeneration: slot.gen,
-        idempotencyKey: `bench-${keySeq}`,
-      });
-      const reply = r.json as { ok: boolean; partition?: Partition; refusal?: { code: string; saw: { generation?: number } } };
-      if (reply.ok && reply.partition) {
-        accepted += 1;
-        slot.gen = reply.partition.generation;
-        slot.hasLearner = !slot.hasLearner;
-      } else {
-        refused += 1;
-        const code = reply.refusal?.code ?? `http_${r.status}`;
-        refusals[code] = (refusals[code] ?? 0) + 1;
-        const fresh = (await client.partition(slot.p.id)).partition;
-        slot.gen = fresh.generation;
-        slot.hasLearner = fresh.learners.includes(slot.target);
-      }
-    }));
-    emit({
-      metric: 'guarded_writes',
-      unit: 'writes/s, ms',
-      kind: 'add-learner/drop-learner pairs',
-      concurrency,
-      partitions: queues.length,
-      writes: writes.count,
-      accepted,
-      refused,
-      refusals,
-      seconds: writes.seconds,
-      perSec: writes.perSec,
-      p50Ms: writes.p50Ms,
-      p99Ms: writes.p99Ms,
-      vsHealthz: { throughput: round(writes.perSec / health.perSec), p99: round(writes.p99Ms / health.p99Ms) },
-      server: writeServer,
-      target: `>= ${TARGETS.writesPerSec} writes/s, p99 < ${TARGETS.p99Ms} ms`,
-      meetsTarget: writes.perSec >= TARGETS.writesPerSec && writes.p99Ms < TARGETS.p99Ms,
-    });
 
-    // Retries of answered keys: the reply comes from the idempotency record, not a new transaction.
-    const answered = Array.from({ length: concurrency }, (_, lane) => {
-      const slot = lanes[lane]![0]!;
-      return { url: `${cluster.url}/v1/partitions/${encodeURIComponent(slot.p.id)}/add-learner`, body: { node: slot.target, expectedGeneration: 0, idempotencyKey: `bench-retry-${lane}` } };
-    });
-    for (const a of answered) await post(a.url, a.body);
-    const { result: retries, server: retryServer } = await withServerCpu(cluster.pid, () =>
-      load(concurrency, seconds, async (lane) => {
-        const a = answered[lane]!;
-        await post(a.url, a.body);
-      }),
-    );
-    emit({ metric: 'idempotent_retries', unit: 'writes/s, ms', concurrency, writes: retries.count, seconds: retries.seconds, perSec: retries.perSec, p50Ms: retries.p50Ms, p99Ms: retries.p99Ms, vsHealthz: { throughput: round(retries.perSec / health.perSec) }, server: retryServer });
+    for (const concurrency of levels) {
+      const { result: health, server: healthServer } = await withServerCpu(cluster.pid, () =>
+        load(concurrency, seconds, async () => {
+          await request(`${cluster.url}/healthz`, 'GET');
+        }),
+      );
+      emit({ metric: 'healthz', unit: 'requests/s, ms', concurrency, requests: health.count, seconds: health.seconds, perSec: health.perSec, p50Ms: health.p50Ms, p99Ms: health.p99Ms, server: healthServer });
+
+      // Each lane owns a disjoint slice of partitions, so no write races another lane's generation.
+      const lanes = Array.from({ length: concurrency }, (_, lane) => slots.filter((_, i) => i % concurrency === lane));
+      const cursor = Array.from({ length: concurrency }, () => 0);
+      let accepted = 0;
+      let refused = 0;
+      const refusals: Record<string, number> = {};
+      const { result: writes, server: writeServer } = await withServerCpu(cluster.pid, () =>
+        load(concurrency, seconds, async (lane) => {
+          const slice = lanes[lane]!;
+          const slot = slice[cursor[lane]! % slice.length]!;
+          cursor[lane]! += 1;
+          const write = slot.hasLearner ? 'drop-learner' : 'add-learner';
+          keySeq += 1;
+          const r = await post(`${cluster.url}/v1/partitions/${encodeURIComponent(slot.p.id)}/${write}`, {
+            node: slot.target,
+            expectedGeneration: slot.gen,
+            idempotencyKey: `bench-${keySeq}`,
+          });
+          const reply = r.json as { ok: boolean; partition?: Partition; refusal?: { code: string } };
+          if (reply.ok && reply.partition) {
+            accepted += 1;
+            slot.gen = reply.partition.generation;
+            slot.hasLearner = !slot.hasLearner;
+          } else {
+            refused += 1;
+            const code = reply.refusal?.code ?? `http_${r.status}`;
+            refusals[code] = (refusals[code] ?? 0) + 1;
+            const fresh = (await client.partition(slot.p.id)).partition;
+            slot.gen = fresh.generation;
+            slot.hasLearner = fresh.learners.includes(slot.target);
+          }
+        }),
+      );
+      emit({
+        metric: 'guarded_writes',
+        unit: 'writes/s, ms',
+        kind: 'add-learner/drop-learner pairs',
+        concurrency,
+        partitions: slots.length,
+        writes: writes.count,
+        accepted,
+        refused,
+        refusals,
+        seconds: writes.seconds,
+        perSec: writes.perSec,
+        p50Ms: writes.p50Ms,
+        p99Ms: writes.p99Ms,
+        vsHealthz: { throughput: round(writes.perSec / health.perSec), p99: round(writes.p99Ms / health.p99Ms) },
+        server: writeServer,
+        target: `>= ${TARGETS.writesPerSec} writes/s, p99 < ${TARGETS.p99Ms} ms`,
+        meetsTarget: writes.perSec >= TARGETS.writesPerSec && writes.p99Ms < TARGETS.p99Ms,
+      });
+
+      // Retries of answered keys: the reply comes from the idempotency record, not a new transaction.
+      const answered = Array.from({ length: concurrency }, (_, lane) => {
+        const slot = lanes[lane]![0]!;
+        const body = { node: slot.target, expectedGeneration: 0, idempotencyKey: `bench-retry-${concurrency}-${lane}` };
+        return { url: `${cluster.url}/v1/partitions/${encodeURIComponent(slot.p.id)}/add-learner`, body };
+      });
+      for (const a of answered) await post(a.url, a.body);
+      const { result: retries, server: retryServer } = await withServerCpu(cluster.pid, () =>
+        load(concurrency, seconds, async (lane) => {
+          const a = answered[lane]!;
+          await post(a.url, a.body);
+        }),
+      );
+      emit({ metric: 'idempotent_retries', unit: 'writes/s, ms', concurrency, writes: retries.count, seconds: retries.seconds, perSec: retries.perSec, p50Ms: retries.p50Ms, p99Ms: retries.p99Ms, vsHealthz: { throughput: round(retries.perSec / health.perSec) }, server: retryServer });
+    }
   } finally {
     await cluster.close();
   }
@@ -352,8 +364,9 @@ export async function run(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
     options: {
-      seconds: { type: 'string', default: '5' },
-      concurrency: { type: 'string', default: '16' },
+      seconds: { type: 'string', default: '4' },
+      // Comma-separated: each level gets its own healthz, write and retry lines.
+      concurrency: { type: 'string', default: '1,4,16' },
       'sim-seconds': { type: 'string', default: '60' },
       nodes: { type: 'string', default: '100' },
       partitions: { type: 'string', default: '10000' },
@@ -361,7 +374,9 @@ export async function run(args: string[]): Promise<void> {
       profile: { type: 'string' },
     },
   });
-  if (values.only !== 'sim') await httpBench(Number(values.seconds), Number(values.concurrency), values.profile);
+  if (values.only !== 'sim') {
+    await httpBench(Number(values.seconds), values.concurrency.split(',').map(Number), values.profile);
+  }
   if (values.only !== 'http') {
     await simBench(Number(values['sim-seconds']), Number(values.nodes), Number(values.partitions), values.profile);
   }
