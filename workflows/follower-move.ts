@@ -45,7 +45,7 @@ export const DEFAULT_TIMING: MoveTiming = {
 };
 
 const { readMoveContext, guardedWrite } = proxyActivities<Activities>({
-  startToCloseTimeout: '30s',
+  startToCloseTimeout: '10s',
   // Broker unreachable or restarting: keep trying; a guarded write is idempotent by its key.
   retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
 });
@@ -203,7 +203,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     const idempotencyKey = `${info.workflowId}/${info.runId}/${writeSeq}-${name}`;
     const reply = await guardedWrite.executeWithOptions(
       {
-        startToCloseTimeout: '30s',
+        startToCloseTimeout: '10s',
         retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
         summary,
       },

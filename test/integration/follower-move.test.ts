@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MoveRefused, cancelMove, showMove, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Partition } from '../../cluster/contract';
 import { statusQuery, type MoveStatus } from '../../workflows/definitions';
-import { connectClient, eventually, pickMove, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -93,6 +93,7 @@ describe('follower move', () => {
     expect(status.targetDurable).toBeGreaterThanOrEqual(status.boundary!);
     const detail = await showMove(client, id);
     expect(detail).toMatchObject({ running: false, outcome: { status: 'completed' } });
+    await replayAndKeep(client, handle.workflowId, 'happy-path');
   });
 
   it('refuses bad requests before anything is written, saying what was wrong', async () => {
@@ -198,6 +199,7 @@ describe('follower move', () => {
       expect(after.history.map((h) => h.node)).not.toContain(from);
       expect((await statusOf(id)).retries).toBeGreaterThanOrEqual(1);
     }
+    await replayAndKeep(client, handle.workflowId, 'recovery-before-swap');
   });
 
   it('a recovery before the swap ends a planner move; the learner is dropped after activation', async () => {

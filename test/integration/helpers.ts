@@ -8,18 +8,20 @@ import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
 import { startCluster, type RunningCluster } from '../../cluster/server';
 import type { SimConfig } from '../../cluster/sim/types';
-import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
+import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker } from '../../worker/worker';
+import { Worker } from '@temporalio/worker';
+import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
 
-export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'warn' });
+export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
 installRuntimeLogger(logger);
 
 export function temporalAddress(): string {
   return inject('temporalAddress');
 }
 
-export async function connectClient(): Promise<Client> {
-  const connection = await Connection.connect({ address: temporalAddress() });
+export async function connectClient(address = temporalAddress()): Promise<Client> {
+  const connection = await Connection.connect({ address });
   return new Client({ connection });
 }
 
@@ -28,10 +30,11 @@ export async function startWorker(
   clusterUrl: string,
   taskQueue: string,
   wrapActivityCluster?: Parameters<typeof createRebalancerWorker>[0]['wrapActivityCluster'],
+  address = temporalAddress(),
 ): Promise<{ w: RebalancerWorker; running: Promise<void>; dataDir: string }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-worker-'));
   const w = await createRebalancerWorker({
-    temporal: { address: temporalAddress(), namespace: 'default', taskQueue },
+    temporal: { address, namespace: 'default', taskQueue },
     clusterUrl,
     dataDir,
     logger,
@@ -88,4 +91,16 @@ export async function pickMove(cluster: ClusterClient, partition: string): Promi
   const holders = new Set([p.owner, ...p.followers, ...p.learners, ...(p.leaving ? [p.leaving] : [])]);
   const to = topology.nodes.find((n) => n.live && !holders.has(n.id))!.id;
   return { from: p.followers[0]!, to };
+}
+
+/** Check a finished workflow's history replays under the current workflow code; optionally keep it as a fixture. */
+export async function replayAndKeep(client: Client, workflowId: string, fixtureName: string): Promise<void> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH, replayName: fixtureName }, history);
+  if (process.env.SAVE_HISTORIES === '1') {
+    const dir = path.resolve(import.meta.dirname, '../fixtures/histories');
+    fs.mkdirSync(dir, { recursive: true });
+    const plain = temporal.api.history.v1.History.toObject(history as temporal.api.history.v1.History, { longs: String, enums: String, bytes: String });
+    fs.writeFileSync(path.join(dir, `${fixtureName}.json`), JSON.stringify(plain));
+  }
 }

@@ -10,7 +10,7 @@ import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '.
 import { statusQuery } from '../../workflows/definitions';
 import type { ClusterClient } from '../../cluster/client';
 import type { Fault, GuardedWriteName } from '../../cluster/contract';
-import { connectClient, eventually, pickMove, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
 
 type Victim = 'owner' | 'R' | 'T' | 'recovery';
 type When = 'before' | 'after';
@@ -142,5 +142,6 @@ describe('operator cancel after the swap', () => {
     await cluster.client.fault({ fault: 'restart-node', node: to });
     expect(await handle.result()).toMatchObject({ status: 'completed' });
     expect((await cluster.client.invariants()).breaches).toEqual([]);
+    await replayAndKeep(client, handle.workflowId, 'target-lost-after-swap');
   });
 });

@@ -1,0 +1,126 @@
+/**
+ * Process faults during a follower move: the worker killed with SIGKILL and restarted, the reference
+ * cluster killed with SIGKILL and restarted on its database, the Temporal dev server restarted on its
+ * database. Each move completes with zero breaches, and its history replays under the current code.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { describe, expect, it } from 'vitest';
+import { startFollowerMove } from '../../client/moves';
+import { ClusterClient } from '../../cluster/client';
+import { freePort, startDevServer } from '../../scripts/dev-server';
+import { ensureTemporalCli } from '../../scripts/temporal-cli';
+import { statusQuery, type MovePhase } from '../../workflows/definitions';
+import type { followerMove } from '../../workflows/follower-move';
+import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { spawnCluster, spawnWorker } from './processes';
+
+/** Slow enough transfers that the move spends seconds catching up: room to kill things mid-move. */
+const SLOW = { initialMessages: 8_000, retainMessages: 2_000, transferBytesPerSec: 2_000_000 };
+const SLOW_FLAGS = ['--nodes', '6', '--partitions', '4', '--streams', '0', '--tick-ms', '50', '--initial-messages', '8000', '--retain-messages', '2000', '--transfer-rate', '2000000', '--publish-rate', '50', '--catch-up-slack', '50', '--recovery-delay-ms', '500'];
+const PAST_SWAP: MovePhase[] = ['swapping', 'covering_boundary', 'removing', 'completed'];
+
+function tmp(name: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `rebalancer-${name}-`));
+}
+
+async function phaseOf(handle: WorkflowHandle<typeof followerMove>): Promise<MovePhase | undefined> {
+  return handle.query(statusQuery).then((s) => s.phase, () => undefined);
+}
+
+/** Wait until the move is in one of `phases` (status queries fail while no worker runs: keep asking). */
+function inPhase(handle: WorkflowHandle<typeof followerMove>, phases: MovePhase[], timeoutMs = 120_000): Promise<MovePhase> {
+  return eventually(`phase ${phases.join('/')}`, async () => {
+    const p = await phaseOf(handle);
+    return p && phases.includes(p) ? p : undefined;
+  }, timeoutMs);
+}
+
+describe('process faults during a follower move', () => {
+  it('the worker is killed with SIGKILL while catching up and after the swap, and restarted', async () => {
+    const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 4, streams: 0 });
+    const taskQueue = `kill-worker-${process.pid}`;
+    const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
+    const client = await connectClient();
+    let worker = await spawnWorker(env);
+    try {
+      const { from, to } = await pickMove(cluster.client, 'q-0');
+      const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: 'q-0', from, to, origin: 'operator' });
+      await inPhase(handle, ['catching_up']);
+      await worker.kill9();
+      worker = await spawnWorker(env);
+      await inPhase(handle, PAST_SWAP);
+      await worker.kill9();
+      worker = await spawnWorker(env);
+      expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
+      expect((await cluster.client.invariants()).breaches).toEqual([]);
+      await replayAndKeep(client, handle.workflowId, 'worker-killed');
+    } finally {
+      await worker.stop();
+      await cluster.close();
+    }
+  });
+
+  it('the reference cluster is killed with SIGKILL mid-move and restarted on its database', async () => {
+    const port = await freePort();
+    const data = tmp('cluster');
+    const url = `http://127.0.0.1:${port}`;
+    let broker = await spawnCluster(port, data, SLOW_FLAGS);
+    const cluster = new ClusterClient(url);
+    const taskQueue = `kill-cluster-${process.pid}`;
+    const client = await connectClient();
+    const { w, running } = await startWorker(url, taskQueue);
+    try {
+      const { from, to } = await pickMove(cluster, 'q-1');
+      const handle = await startFollowerMove({ client, cluster, taskQueue }, { partition: 'q-1', from, to, origin: 'operator' });
+      await inPhase(handle, ['catching_up']);
+      await broker.kill9();
+      await new Promise((r) => setTimeout(r, 1_000));
+      broker = await spawnCluster(port, data);
+      await inPhase(handle, PAST_SWAP);
+      await broker.kill9();
+      broker = await spawnCluster(port, data);
+      expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
+      const p = (await cluster.partition('q-1')).partition;
+      expect(p.followers).toContain(to);
+      expect(p.history.map((h) => h.node)).not.toContain(from);
+      expect((await cluster.invariants()).breaches).toEqual([]);
+      await replayAndKeep(client, handle.workflowId, 'cluster-killed');
+    } finally {
+      w.shutdown();
+      await running;
+      await broker.stop();
+    }
+  });
+
+  it('the Temporal dev server is restarted on its database mid-move', async () => {
+    const executable = await ensureTemporalCli();
+    const dbFile = path.join(tmp('temporal'), 'temporal.db');
+    const port = await freePort();
+    let server = await startDevServer({ executable, dbFile, port, uiPort: null });
+    const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 4, streams: 0 });
+    const taskQueue = `restart-temporal-${process.pid}`;
+    let client: Client = await connectClient(server.address);
+    const { w, running } = await startWorker(cluster.url, taskQueue, undefined, server.address);
+    try {
+      const { from, to } = await pickMove(cluster.client, 'q-2');
+      const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: 'q-2', from, to, origin: 'operator' });
+      await inPhase(handle, ['catching_up']);
+      await server.stop();
+      await new Promise((r) => setTimeout(r, 1_000));
+      server = await startDevServer({ executable, dbFile, port, uiPort: null });
+      client = await connectClient(server.address);
+      const again = client.workflow.getHandle<typeof followerMove>(handle.workflowId);
+      expect(await again.result()).toMatchObject({ status: 'completed', from, to });
+      expect((await cluster.client.invariants()).breaches).toEqual([]);
+      await replayAndKeep(client, handle.workflowId, 'temporal-restarted');
+    } finally {
+      w.shutdown();
+      await running;
+      await server.stop();
+      await cluster.close();
+    }
+  });
+});
