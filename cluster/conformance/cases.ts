@@ -187,6 +187,26 @@ conformance('pending recovery: every write is refused until activation, which bu
   await h.accept(p.id, 'drop-learner', { node: spare });
 });
 
+conformance('pending recovery: a learner never admitted does not hold recovery up and never counts', async (h) => {
+  const p = await h.quietQueue({ minFollowers: 2 });
+  const spare = await h.spareNode();
+  await h.accept(p.id, 'add-learner', { node: spare });
+  const cursor = await h.cursor();
+  await h.client.fault({ fault: 'fail-owner', partition: p.id });
+  await h.advanceUntilEvent(
+    `recovery of ${p.id} activated with a learner in flight`,
+    cursor,
+    (e) => e.type === 'recovery_activated' && e.partition === p.id,
+  );
+  const after = await h.record(p.id);
+  check(after.owner !== spare, 'a learner never becomes the recovered owner');
+  check(!after.followers.includes(spare), 'a learner never becomes a counted follower through recovery');
+  checkEqual(after.epoch, p.epoch + 1, 'epoch after activation');
+  checkEqual(after.writeRequirement, p.writeRequirement, 'W after recovery with a learner in flight');
+  checkEqual(after.replicationFactor, p.replicationFactor, 'replication factor after recovery');
+  await tidy(h, p.id);
+});
+
 conformance('injected fault: refuse-next-write refuses one write injected, then writes pass', async (h) => {
   const p = await h.quietQueue();
   const spare = await h.spareNode();
@@ -433,6 +453,25 @@ conformance('remove-leaving: a suspended rejoin in flight is refused change_in_f
     return r.history.some((x) => x.node === other && !x.suspended);
   });
   await h.accept(s.p.id, 'remove-leaving', { node: s.leaving });
+});
+
+conformance('retained copy: a removed replica is reported until retainedUntil, then expires', async (h) => {
+  const s = await swapped(h);
+  await s.finish();
+  const copy = (await h.record(s.p.id)).retainedCopies.find((c) => c.node === s.leaving);
+  check(copy !== undefined, `${s.leaving} is a retained copy after removal`);
+  check(copy.retainedUntil > copy.removedAt, `a grace period: ${show(copy)}`);
+  const now = (await h.client.clock()).now;
+  if (copy.retainedUntil - now > 1) await h.client.advance(copy.retainedUntil - now - 1);
+  check(
+    (await h.record(s.p.id)).retainedCopies.some((c) => c.node === s.leaving),
+    'the copy is still retained just before retainedUntil',
+  );
+  await h.client.advance(1_000);
+  check(
+    !(await h.record(s.p.id)).retainedCopies.some((c) => c.node === s.leaving),
+    'the copy is gone after retainedUntil',
+  );
 });
 
 // ---------------------------------------------------------------- the whole follower move
