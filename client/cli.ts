@@ -8,6 +8,7 @@ import { ClusterClient } from '../cluster/client';
 import { PartitionId, NodeId } from '../cluster/contract';
 import { ConfigError, loadEnv, temporalSettings } from '../worker/config';
 import type { MoveStatus } from '../workflows/definitions';
+import { formatBytes } from '../workflows/format';
 import { cancelMove, listMoves, MoveRefused, showMove, startFollowerMove } from './moves';
 
 interface Io {
@@ -30,19 +31,6 @@ function parseId(kind: 'partition' | 'node', value: string): string {
   return parsed.data;
 }
 
-function bytes(n: number | null): string {
-  if (n === null) return '-';
-  if (n < 1024) return `${n} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n / 1024;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${v.toFixed(1)} ${units[i]}`;
-}
-
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  ')).join('\n');
@@ -53,7 +41,7 @@ function describe(s: MoveStatus): string {
     `partition:      ${s.partition}`,
     `move:           ${s.kind} ${s.from} -> ${s.to} (${s.origin})`,
     `phase:          ${s.phase}`,
-    `bytes remaining: ${bytes(s.bytesRemaining)}`,
+    `bytes remaining: ${formatBytes(s.bytesRemaining)}`,
     `boundary B:     ${s.boundary ?? '-'}`,
     `target durable: ${s.targetDurable ?? '-'}`,
     `epoch:          ${s.epoch ?? '-'}`,
@@ -125,7 +113,7 @@ export function buildCli(io: Io): Command {
         io.out(
           table([
             ['PARTITION', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'],
-            ...moves.map((m) => [m.partition, `${m.from}->${m.to}`, m.phase, bytes(m.bytesRemaining), String(m.boundary ?? '-'), m.blockingReason ?? '-']),
+            ...moves.map((m) => [m.partition, `${m.from}->${m.to}`, m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), m.blockingReason ?? '-']),
           ]) + '\n',
         );
       } finally {

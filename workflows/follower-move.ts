@@ -13,6 +13,7 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -33,6 +34,7 @@ import {
   type MoveTiming,
 } from './definitions';
 import { checkFollowerMove } from './follower-move-rules';
+import { formatBytes } from './format';
 import { PhaseKey } from './search-attributes';
 
 export const DEFAULT_TIMING: MoveTiming = {
@@ -84,6 +86,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   let targetLive = true;
   let targetStalledAtBroker = false;
   let recoveryPending = false;
+  /** The epoch a pending recovery replaces: only an activation past it clears the pending state. */
+  let recoveringEpoch = -1;
   let cancelReason: string | null = null;
   let lastProgressAt = Date.now();
   let version = 0;
@@ -104,11 +108,20 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     targetStalledAtBroker = stalled;
   };
   const absorb = (view: PartitionView, nodes?: MoveContext['nodes']): void => {
-    noteGeneration(view.partition.generation);
     epoch = Math.max(epoch, view.partition.epoch);
     status.epoch = epoch;
-    recoveryPending = view.partition.pendingRecovery !== null;
-    targetAdmitted = view.partition.history.some((h) => h.node === T && !h.suspended);
+    // A view may be older than a signal already handled (an activity result applied after a signal in the
+    // same activation): it never takes back what a newer generation or epoch told us.
+    const fresh = view.partition.generation >= generation;
+    noteGeneration(view.partition.generation);
+    if (view.partition.pendingRecovery) {
+      recoveryPending = true;
+      recoveringEpoch = Math.max(recoveringEpoch, view.partition.pendingRecovery.epoch);
+    } else if (view.partition.epoch > recoveringEpoch) {
+      recoveryPending = false;
+    }
+    const admitted = view.partition.history.some((h) => h.node === T && !h.suspended);
+    if (fresh || admitted) targetAdmitted = admitted;
     const t = view.progress.replicas.find((r) => r.node === T);
     if (t) noteTarget(t.durableOffset, t.bytesRemaining, t.stalledSince !== null);
     if (nodes) targetLive = nodes.find((n) => n.id === T)?.live ?? false;
@@ -129,8 +142,11 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     version++;
   });
   setHandler(recoverySignal, (r) => {
-    if (r.state === 'opened' && r.epoch >= epoch) recoveryPending = true;
-    if (r.state === 'activated' && r.epoch > epoch) {
+    if (r.state === 'opened' && r.epoch >= epoch) {
+      recoveryPending = true;
+      recoveringEpoch = Math.max(recoveringEpoch, r.epoch);
+    }
+    if (r.state === 'activated' && r.epoch > recoveringEpoch) {
       recoveryPending = false;
       epoch = r.epoch;
       status.epoch = epoch;
@@ -177,6 +193,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   const setPhase = (phase: MovePhase): void => {
     if (status.phase === phase) return;
     status.phase = phase;
+    // A blocking reason belongs to the phase that gave it.
+    status.blockingReason = null;
     upsertSearchAttributes([{ key: PhaseKey, value: phase }]);
   };
   const block = (reason: string | null): void => {
@@ -216,21 +234,43 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     } else {
       const current = reply.refusal.saw['current'];
       if (reply.refusal.code === 'generation_mismatch' && typeof current === 'number') noteGeneration(current);
-      if (reply.refusal.code === 'pending_recovery') recoveryPending = true;
+      if (reply.refusal.code === 'pending_recovery') {
+        recoveryPending = true;
+        recoveringEpoch = Math.max(recoveringEpoch, epoch);
+      }
     }
     return reply;
   };
 
-  /** Wait until `done`, an interrupt, or a poll interval (then re-read the broker). */
+  // One poll timer at a time, whatever signals arrive meanwhile: the broker is re-read every pollMs while
+  // the move waits, so a delayed or dropped event costs at most pollMs (and no timer per signal).
+  let pollDue = false;
+  let pollArmed = false;
+  const armPoll = (): void => {
+    if (pollArmed) return;
+    pollArmed = true;
+    void sleep(timing.pollMs).then(() => {
+      pollArmed = false;
+      pollDue = true;
+      version++;
+    });
+  };
+
+  /** Wait until `done` or an interrupt, re-reading the broker when the poll timer is due. */
   const waitFor = async (done: () => boolean, interrupts: () => Interrupt | null, describe: () => string): Promise<Interrupt | null> => {
     for (;;) {
       if (done()) return null;
       const why = interrupts();
       if (why) return why;
       block(describe());
+      if (pollDue) {
+        pollDue = false;
+        await read();
+        continue;
+      }
+      armPoll();
       const seen = version;
-      const changed = await condition(() => version !== seen, timing.pollMs);
-      if (!changed) await read();
+      await condition(() => version !== seen);
     }
   };
 
@@ -332,8 +372,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         () => beforeSwapInterrupt(deadline),
         () =>
           stalledFor() >= timing.stallReportMs || targetStalledAtBroker
-            ? `${T} is stalled: no progress for ${Math.round(stalledFor() / 1000)}s, ${status.bytesRemaining ?? '?'} bytes remaining (aborts after ${Math.round(timing.stallAbortMs / 1000)}s)`
-            : `waiting for ${T} to catch up: ${status.bytesRemaining ?? '?'} bytes remaining, durable at ${status.targetDurable ?? 0}`,
+            ? `${T} is stalled: no progress for ${Math.round(stalledFor() / 1000)}s, ${formatBytes(status.bytesRemaining)} remaining (aborts after ${Math.round(timing.stallAbortMs / 1000)}s)`
+            : `waiting for ${T} to catch up: ${formatBytes(status.bytesRemaining)} remaining, durable at ${status.targetDurable ?? 0}`,
       );
 
       // ---- step 1: swap who counts.
@@ -377,7 +417,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
           return finish({ status: 'aborted', partition, code: 'stalled', reason: `${T} made no progress for ${Math.round(stalledFor() / 1000)}s; the learner was dropped before the swap` });
         case 'deadline':
           await dropLearner();
-          return finish({ status: 'aborted', partition, code: 'catch_up_timeout', reason: `${T} did not catch up within the time allowed for ${bytesToCopy} bytes; the learner was dropped before the swap` });
+          return finish({ status: 'aborted', partition, code: 'catch_up_timeout', reason: `${T} did not catch up within the time allowed for ${formatBytes(bytesToCopy)}; the learner was dropped before the swap` });
         case 'recovery':
         case null:
           break;
@@ -407,8 +447,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
 
     // ---- past the swap: finish or go through recovery; nothing cancels this part.
     const B = status.boundary;
-    upsertSearchAttributes([{ key: PhaseKey, value: 'covering_boundary' }]);
-    status.phase = 'covering_boundary';
+    setPhase('covering_boundary');
     for (;;) {
       await waitFor(
         () => (status.targetDurable ?? -1) >= B && !recoveryPending,

@@ -217,4 +217,16 @@ describe('follower move', () => {
     expect(after.learners).toEqual([]);
     await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
   });
+
+  it('completes when the broker drops every event of the move: the workflow re-reads on its poll timer', async () => {
+    const id = 'q-0';
+    const { from, to } = await pickMove(cluster.client, id);
+    await cluster.client.fault({ fault: 'drop-events', count: 1_000_000 });
+    try {
+      const handle = await startFollowerMove(ctx, { partition: id, from, to, origin: 'operator', timing: { pollMs: 300 } });
+      expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
+    } finally {
+      await cluster.client.fault({ fault: 'drop-events', count: 0 });
+    }
+  });
 });

@@ -1,0 +1,235 @@
+/**
+ * `npm run bench -- moves [--n 50,200]`: N concurrent follower moves against the reference cluster with
+ * fast transfers. Prints JSON lines per N: moves per minute, p50/p99 orchestration overhead per move (time
+ * beyond the simulated transfer, i.e. beyond add-learner -> admitted), Temporal history events per move,
+ * worker CPU seconds and peak RSS; and, as the baseline measured in the same run, the same moves driven by
+ * a plain loop calling the broker directly (no Temporal), so the overhead reads as a ratio.
+ * Targets: 200 concurrent moves with p99 overhead under 2 s and at most 60 history events per move.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import pino from 'pino';
+import { startFollowerMove } from '../client/moves';
+import { ClusterClient } from '../cluster/client';
+import type { ClusterEvent, WriteReply } from '../cluster/contract';
+import { freePort, startDevServer, type DevServer } from '../scripts/dev-server';
+import { ensureTemporalCli } from '../scripts/temporal-cli';
+import { spawnCluster } from '../test/integration/processes';
+import { installRuntimeLogger } from '../worker/logger';
+import { statusQuery } from '../workflows/definitions';
+import { createRebalancerWorker } from '../worker/worker';
+
+interface Planned {
+  partition: string;
+  from: string;
+  to: string;
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+
+/** Pick `n` partitions not used yet, a follower of each and a target spread over the nodes. */
+async function plan(cluster: ClusterClient, n: number, used: Set<string>): Promise<Planned[]> {
+  const topology = await cluster.topology();
+  const nodes = topology.nodes.map((x) => x.id);
+  const out: Planned[] = [];
+  let k = 0;
+  for (const p of topology.partitions) {
+    if (out.length === n) break;
+    if (p.kind !== 'queue' || used.has(p.id)) continue;
+    const holders = new Set([p.owner, ...p.followers]);
+    let to = nodes[k++ % nodes.length]!;
+    while (holders.has(to)) to = nodes[k++ % nodes.length]!;
+    used.add(p.id);
+    out.push({ partition: p.id, from: p.followers[0]!, to });
+  }
+  if (out.length < n) throw new Error(`only ${out.length} partitions left for ${n} moves`);
+  return out;
+}
+
+/** Simulated transfer time per partition: from its add-learner to its admission, in cluster ms. */
+async function transferTimes(cluster: ClusterClient, after: number, partitions: Set<string>): Promise<Map<string, number>> {
+  const added = new Map<string, number>();
+  const took = new Map<string, number>();
+  let cursor = after;
+  for (;;) {
+    const page = await cluster.events(cursor, { limit: 10_000 });
+    for (const e of page.events as ClusterEvent[]) {
+      if (!('partition' in e) || !partitions.has(e.partition)) continue;
+      if (e.type === 'assignment_changed' && e.write === 'add-learner') added.set(e.partition, e.at);
+      if (e.type === 'admitted' && added.has(e.partition) && !took.has(e.partition)) took.set(e.partition, e.at - added.get(e.partition)!);
+    }
+    if (page.events.length === 0) return took;
+    cursor = page.cursor;
+  }
+}
+
+async function lastSeq(cluster: ClusterClient): Promise<number> {
+  let cursor = 0;
+  for (;;) {
+    const page = await cluster.events(cursor, { limit: 10_000 });
+    if (page.events.length === 0) return cursor;
+    cursor = page.cursor;
+  }
+}
+
+/** The same steps with no orchestrator: the baseline for overhead. */
+async function directMove(cluster: ClusterClient, m: Planned, tag: string): Promise<void> {
+  const write = async (name: 'add-learner' | 'swap' | 'remove-leaving', body: Record<string, unknown>): Promise<WriteReply> => {
+    for (let i = 0; ; i++) {
+      const { partition } = await cluster.partition(m.partition);
+      const reply = await cluster.write(m.partition, name, { ...body, expectedGeneration: partition.generation, idempotencyKey: `${tag}/${m.partition}/${name}/${i}` } as never);
+      if (reply.ok || !['generation_mismatch', 'no_sync_budget', 'not_caught_up', 'boundary_not_covered', 'change_in_flight'].includes(reply.refusal.code)) return reply;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const wait = async (done: () => Promise<boolean>) => {
+    while (!(await done())) await new Promise((r) => setTimeout(r, 100));
+  };
+  if (!(await write('add-learner', { node: m.to })).ok) throw new Error(`direct add-learner failed on ${m.partition}`);
+  await wait(async () => (await cluster.partition(m.partition)).partition.history.some((h) => h.node === m.to));
+  const swap = await write('swap', { learner: m.to, leaving: m.from });
+  if (!swap.ok) throw new Error(`direct swap failed on ${m.partition}`);
+  await wait(async () => ((await cluster.progress(m.partition)).replicas.find((r) => r.node === m.to)?.durableOffset ?? -1) >= swap.boundary!);
+  if (!(await write('remove-leaving', { node: m.from })).ok) throw new Error(`direct remove failed on ${m.partition}`);
+}
+
+interface RunFigures {
+  wallMs: number;
+  overhead: number[];
+  completed: number;
+  cpuS: number;
+  peakRssMb: number;
+  history?: number[];
+}
+
+async function measure(body: () => Promise<{ durations: Map<string, number> }>, cluster: ClusterClient, moves: Planned[]): Promise<RunFigures> {
+  const before = await lastSeq(cluster);
+  const cpu0 = process.cpuUsage();
+  let peak = process.memoryUsage().rss;
+  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 100);
+  const t0 = Date.now();
+  const { durations } = await body();
+  const wallMs = Date.now() - t0;
+  clearInterval(sampler);
+  const cpu = process.cpuUsage(cpu0);
+  const transfers = await transferTimes(cluster, before, new Set(moves.map((m) => m.partition)));
+  const overhead = moves.filter((m) => durations.has(m.partition)).map((m) => durations.get(m.partition)! - (transfers.get(m.partition) ?? 0));
+  return { wallMs, overhead, completed: durations.size, cpuS: (cpu.user + cpu.system) / 1e6, peakRssMb: Math.round(peak / 1024 / 1024) };
+}
+
+function line(n: number, mode: string, f: RunFigures, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    bench: 'moves',
+    n,
+    mode,
+    completed: f.completed,
+    moves_per_minute: Math.round((f.completed / f.wallMs) * 60_000),
+    overhead_ms_p50: Math.round(percentile(f.overhead, 50)),
+    overhead_ms_p99: Math.round(percentile(f.overhead, 99)),
+    cpu_seconds: Number(f.cpuS.toFixed(2)),
+    peak_rss_mb: f.peakRssMb,
+    ...extra,
+  };
+}
+
+export async function run(args: string[]): Promise<void> {
+  const nIndex = args.indexOf('--n');
+  const sizes = (nIndex >= 0 ? args[nIndex + 1]! : '50,200').split(',').map(Number);
+  const total = sizes.reduce((a, b) => a + b, 0) * 2;
+  const logger = pino({ level: 'error' });
+  installRuntimeLogger(logger);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-moves-'));
+
+  let server: DevServer | null = null;
+  let address = process.env.TEMPORAL_ADDRESS;
+  if (!address) {
+    server = await startDevServer({ executable: await ensureTemporalCli(), dbFile: path.join(dir, 'temporal.db'), uiPort: null });
+    address = server.address;
+  }
+  const port = await freePort();
+  const broker = await spawnCluster(port, path.join(dir, 'cluster'), [
+    '--nodes', '40', '--partitions', String(total), '--streams', '0', '--tick-ms', '50',
+    '--initial-messages', '2000', '--retain-messages', '1000', '--transfer-rate', '50000000', '--publish-rate', '5',
+    '--catch-up-slack', '50', '--per-node-limit', '100', '--cluster-limit', '100000',
+  ]);
+  const cluster = new ClusterClient(`http://127.0.0.1:${port}`);
+  process.stderr.write(`moves bench: Temporal at ${address}, reference cluster at ${cluster.baseUrl}\n`);
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const taskQueue = `bench-moves-${process.pid}`;
+  const worker = await createRebalancerWorker({ temporal: { address, namespace: 'default', taskQueue }, clusterUrl: cluster.baseUrl, dataDir: dir, logger });
+  const running = worker.run();
+  const used = new Set<string>();
+  try {
+    for (const n of sizes) {
+      const moves = await plan(cluster, n, used);
+      const progress = (what: string) => process.stderr.write(`moves bench n=${n}: ${what}\n`);
+      progress(`starting ${n} follower moves as workflows`);
+      let history: number[] = [];
+      const temporal = await measure(async () => {
+        const durations = new Map<string, number>();
+        const handles = await Promise.all(
+          moves.map(async (m) => ({ m, started: Date.now(), handle: await startFollowerMove({ client, cluster, taskQueue }, { ...m, origin: 'planner' }) })),
+        );
+        const pending = new Set(handles.map((h) => h.m.partition));
+        const reporter = setInterval(() => {
+          void Promise.all(
+            handles.filter((h) => pending.has(h.m.partition)).slice(0, 5).map((h) => h.handle.query(statusQuery).then((s) => `${s.partition} ${s.phase}: ${s.blockingReason ?? ''}`, () => `${h.m.partition} ?`)),
+          ).then((lines) => lines.length && progress(`${pending.size} still running, e.g. ${lines.join(' | ')}`));
+        }, 10_000);
+        await Promise.all(
+          handles.map(async ({ m, started, handle }) => {
+            const outcome = await handle.result();
+            pending.delete(m.partition);
+            if (outcome.status === 'completed') durations.set(m.partition, Date.now() - started);
+            else progress(`${m.partition} ended ${outcome.status}: ${'reason' in outcome ? outcome.reason : ''}`);
+            if (durations.size % Math.max(1, Math.floor(n / 4)) === 0) progress(`${durations.size}/${n} completed`);
+          }),
+        );
+        clearInterval(reporter);
+        history = await Promise.all(handles.map(async ({ handle }) => (await handle.describe()).historyLength));
+        return { durations };
+      }, cluster, moves);
+      const baselineMoves = await plan(cluster, n, used);
+      progress(`baseline: the same ${n} moves driven directly, without Temporal`);
+      const direct = await measure(async () => {
+        const durations = new Map<string, number>();
+        await Promise.all(
+          baselineMoves.map(async (m) => {
+            const started = Date.now();
+            await directMove(cluster, m, `bench-${process.pid}-${n}`);
+            durations.set(m.partition, Date.now() - started);
+          }),
+        );
+        return { durations };
+      }, cluster, baselineMoves);
+      const t = line(n, 'temporal', temporal, {
+        history_events_per_move_p50: percentile(history, 50),
+        history_events_per_move_max: Math.max(...history),
+        targets: { overhead_ms_p99: '< 2000 at n=200', history_events_per_move: '<= 60' },
+      });
+      const d = line(n, 'direct-baseline', direct);
+      console.log(JSON.stringify(t));
+      console.log(JSON.stringify(d));
+      console.log(JSON.stringify({
+        bench: 'moves', n, mode: 'ratio temporal/direct',
+        overhead_p50_ratio: Number((temporal.overhead.length ? percentile(temporal.overhead, 50) / Math.max(1, percentile(direct.overhead, 50)) : NaN).toFixed(2)),
+        moves_per_minute_ratio: Number(((t.moves_per_minute as number) / Math.max(1, d.moves_per_minute as number)).toFixed(2)),
+      }));
+    }
+    const report = await cluster.invariants();
+    console.log(JSON.stringify({ bench: 'moves', invariant_breaches: report.breaches.length }));
+  } finally {
+    worker.shutdown();
+    await running;
+    await connection.close();
+    await broker.stop();
+    await server?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
