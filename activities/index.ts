@@ -9,7 +9,7 @@ import { ClusterHttpError, type ClusterClient } from '../cluster/client';
 import type { GuardedWriteName, GuardedWriteRequest, Node, PartitionView, WriteReply } from '../cluster/contract';
 
 export interface ActivityDeps {
-  cluster: Pick<ClusterClient, 'partition' | 'topology' | 'write'>;
+  cluster: Pick<ClusterClient, 'partition' | 'nodes' | 'write'>;
   logger?: Logger;
 }
 
@@ -32,8 +32,8 @@ export function createActivities(deps: ActivityDeps) {
     /** The partition's record and progress, with the nodes a move has to check. */
     async readMoveContext(partition: string): Promise<MoveContext> {
       try {
-        const [view, topology] = await Promise.all([deps.cluster.partition(partition), deps.cluster.topology()]);
-        return { view, nodes: topology.nodes };
+        const [view, { nodes }] = await Promise.all([deps.cluster.partition(partition), deps.cluster.nodes()]);
+        return { view, nodes };
       } catch (err) {
         rethrow(err);
       }

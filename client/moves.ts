@@ -30,7 +30,7 @@ export class MoveRefused extends Error {
 
 export interface MovesContext {
   client: Client;
-  cluster: Pick<ClusterClient, 'partition' | 'topology'>;
+  cluster: Pick<ClusterClient, 'partition' | 'nodes'>;
   taskQueue: string;
 }
 
@@ -45,7 +45,7 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     }
     throw err;
   }
-  const { nodes } = await ctx.cluster.topology();
+  const { nodes } = await ctx.cluster.nodes();
   const check = checkFollowerMove(view.partition, nodes, from, to);
   if (!check.ok) throw new MoveRefused(check.code, check.message);
 

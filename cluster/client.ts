@@ -12,6 +12,7 @@ import {
   GuardedWrites,
   InvariantsReport,
   Node,
+  NodesView,
   PartitionView,
   Progress,
   PublishReply,
@@ -90,6 +91,10 @@ export class ClusterClient {
 
   topology(): Promise<Topology> {
     return this.request(Topology, 'GET', '/v1/topology');
+  }
+
+  nodes(): Promise<NodesView> {
+    return this.request(NodesView, 'GET', '/v1/nodes');
   }
 
   partition(id: string): Promise<PartitionView> {

@@ -133,6 +133,10 @@ export const Topology = z.object({
 });
 export type Topology = z.infer<typeof Topology>;
 
+/** Just the nodes: what a move checks, without the cost of every partition record. */
+export const NodesView = z.object({ generation: count, now: count, nodes: z.array(Node) });
+export type NodesView = z.infer<typeof NodesView>;
+
 // ---------------------------------------------------------------- reads: progress and sync budget
 
 export const ReplicaRole = z.enum(['owner', 'follower', 'leaving', 'learner']);

@@ -7,6 +7,7 @@ import * as c from './contract';
 
 const components = {
   Topology: c.Topology,
+  NodesView: c.NodesView,
   Partition: c.Partition,
   PartitionView: c.PartitionView,
   Progress: c.Progress,
@@ -104,7 +105,10 @@ export function openApiDocument(): Record<string, unknown> {
     '/v1/partitions/{id}/rate': post('Set the publish rate', 'SetRateRequest', 'PartitionView', {
       parameters: [partitionParam],
     }),
-    '/v1/nodes': post('Join a new empty node', 'JoinNodeRequest', 'Node'),
+    '/v1/nodes': {
+      ...get('Just the nodes (what a move checks), without every partition record', 'NodesView'),
+      ...post('Join a new empty node', 'JoinNodeRequest', 'Node'),
+    },
     '/v1/faults': post('Inject a fault', 'Fault', 'FaultReply'),
   };
   for (const [write, body] of Object.entries(writeRequests)) {

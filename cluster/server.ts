@@ -178,6 +178,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
   const openapi = openApiDocument();
   app.get('/openapi.json', async () => openapi);
   app.get('/v1/topology', async () => sim.topology());
+  app.get('/v1/nodes', async () => sim.nodesView());
   app.get('/v1/sync-budget', async () => sim.syncBudget());
   app.get('/v1/invariants', async () => sim.invariants());
   app.get('/v1/clock', async () => ({ mode: clock, now: sim.now }));

@@ -1033,6 +1033,8 @@ conformance('healthz and reads: answer and parse against the contract', async (h
   for (const x of topo.partitions) {
     checkEqual(x.writeRequirement, writeRequirement(x.durability, x.replicationFactor), `W of ${x.id}`);
   }
+  const { nodes } = await h.client.nodes();
+  checkEqual(nodes.map((n) => n.id).join(','), topo.nodes.map((n) => n.id).join(','), 'GET /v1/nodes lists the topology\'s nodes');
   await h.client.syncBudget();
   await h.client.invariants();
 });

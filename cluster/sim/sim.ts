@@ -12,6 +12,7 @@ import {
   type GuardedWriteName,
   type GuardedWriteRequest,
   type Node,
+  type NodesView,
   type Partition,
   type PartitionView,
   type Progress,
@@ -1282,18 +1283,20 @@ export class ClusterSim {
   }
 
   topology(): Topology {
-    const rates = new Map<string, number>();
     const partitions: Partition[] = [];
+    for (const p of this.partitions.values()) partitions.push(this.partitionRecord(p));
+    return { contractVersion: CONTRACT_VERSION, ...this.nodesView(), partitions };
+  }
+
+  nodesView(): NodesView {
+    const rates = new Map<string, number>();
     for (const p of this.partitions.values()) {
       if (this.serving(p)) rates.set(p.owner, (rates.get(p.owner) ?? 0) + p.publishRate);
-      partitions.push(this.partitionRecord(p));
     }
     return {
-      contractVersion: CONTRACT_VERSION,
       generation: this.generation,
       now: this.now,
       nodes: [...this.nodes.values()].map((n) => this.nodeView(n, n.live ? (rates.get(n.id) ?? 0) : 0)),
-      partitions,
     };
   }
 

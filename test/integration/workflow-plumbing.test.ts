@@ -38,7 +38,7 @@ describe('workflow plumbing on a real Temporal dev server', () => {
       activities: createActivities({
         cluster: {
           partition: async () => stream,
-          topology: async () => ({ contractVersion: '1', generation: 1, now: 0, nodes, partitions: [stream.partition] }),
+          nodes: async () => ({ generation: 1, now: 0, nodes }),
           write: async (_p, write) => {
             writes.push(write);
             throw new Error('no write may happen');

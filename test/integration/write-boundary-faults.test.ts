@@ -34,10 +34,10 @@ let armed: Armed | null = null;
 const outcomes: Record<string, string> = {};
 const taskQueue = `boundary-faults-${process.pid}`;
 
-function wrap(real: ClusterClient): Pick<ClusterClient, 'partition' | 'topology' | 'write'> {
+function wrap(real: ClusterClient): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
   return {
     partition: (id) => real.partition(id),
-    topology: () => real.topology(),
+    nodes: () => real.nodes(),
     write: async (partition, write, request) => {
       const a = armed && !armed.fired && armed.partition === partition && armed.write === write ? armed : null;
       if (a?.when === 'before') {
