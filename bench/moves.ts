@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- moves [--n 50,200]`: N concurrent follower moves against the reference cluster with
+ * `npm run bench -- moves [--n 50,200] [--persist]`: N concurrent follower moves against the reference cluster with
  * fast transfers. Prints JSON lines per N: moves per minute, p50/p99 orchestration overhead per move (time
  * beyond the simulated transfer, i.e. beyond add-learner -> admitted), Temporal history events per move,
  * worker CPU seconds and peak RSS; and, as the baseline measured in the same run, the same moves driven by
@@ -144,11 +144,13 @@ export async function run(args: string[]): Promise<void> {
   const logger = pino({ level: 'error' });
   installRuntimeLogger(logger);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-moves-'));
+  // The dev server's SQLite file is the bottleneck on a shared 2-core machine; --persist measures with it.
+  const persist = args.includes('--persist');
 
   let server: DevServer | null = null;
   let address = process.env.TEMPORAL_ADDRESS;
   if (!address) {
-    server = await startDevServer({ executable: await ensureTemporalCli(), dbFile: path.join(dir, 'temporal.db'), uiPort: null });
+    server = await startDevServer({ executable: await ensureTemporalCli(), dbFile: persist ? path.join(dir, 'temporal.db') : null, uiPort: null });
     address = server.address;
   }
   const port = await freePort();
@@ -209,6 +211,7 @@ export async function run(args: string[]): Promise<void> {
         return { durations };
       }, cluster, baselineMoves);
       const t = line(n, 'temporal', temporal, {
+        temporal_server: process.env.TEMPORAL_ADDRESS ? 'TEMPORAL_ADDRESS' : persist ? 'dev server, SQLite file' : 'dev server, in memory',
         history_events_per_move_p50: percentile(history, 50),
         history_events_per_move_max: Math.max(...history),
         targets: { overhead_ms_p99: '< 2000 at n=200', history_events_per_move: '<= 60' },

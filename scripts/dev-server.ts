@@ -15,7 +15,8 @@ export interface DevServer {
 
 export interface DevServerOptions {
   executable: string;
-  dbFile: string;
+  /** null: state in memory only (benchmarks of orchestration cost without the dev server's disk). */
+  dbFile: string | null;
   port?: number;
   /** null: headless (no Web UI). */
   uiPort?: number | null;
@@ -38,7 +39,7 @@ export async function freePort(): Promise<number> {
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   const port = options.port ?? (await freePort());
   const uiPort = options.uiPort === undefined ? await freePort() : options.uiPort;
-  fs.mkdirSync(path.dirname(options.dbFile), { recursive: true });
+  if (options.dbFile) fs.mkdirSync(path.dirname(options.dbFile), { recursive: true });
   const args = [
     'server',
     'start-dev',
@@ -46,8 +47,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     '127.0.0.1',
     '--port',
     String(port),
-    '--db-filename',
-    options.dbFile,
+    ...(options.dbFile ? ['--db-filename', options.dbFile] : []),
     '--namespace',
     options.namespace ?? 'default',
     '--log-level',
