@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MoveRefused, cancelMove, showMove, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Partition } from '../../cluster/contract';
-import { statusQuery, type MoveStatus } from '../../workflows/definitions';
+import { statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
@@ -51,6 +51,16 @@ async function untilPhase(id: string, phases: MoveStatus['phase'][]): Promise<Mo
     const s = await statusOf(id);
     return phases.includes(s.phase) ? s : undefined;
   });
+}
+
+/** Start a move whose learner cannot progress (its transfer is stalled), once it is catching up. */
+async function startHeldMove(id: string, origin: 'operator' | 'planner', timing: Partial<MoveTiming> = { pollMs: 500 }) {
+  const { from, to } = await pickMove(cluster.client, id);
+  await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
+  const handle = await startFollowerMove(ctx, { partition: id, from, to, origin, timing });
+  await untilPhase(id, ['catching_up']);
+  const release = () => cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
+  return { from, to, handle, release };
 }
 
 describe('follower move', () => {
@@ -123,10 +133,7 @@ describe('follower move', () => {
 
   it('refuses a second move on the same partition and names the running one', async () => {
     const id = 'q-2';
-    const { from, to } = await pickMove(cluster.client, id);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
-    const first = await startFollowerMove(ctx, { partition: id, from, to, origin: 'operator' });
-    await untilPhase(id, ['catching_up']);
+    const { from, to, handle: first, release } = await startHeldMove(id, 'operator');
     const other = (await cluster.client.topology()).nodes.find((n) => n.id !== to && n.id !== from && !(n.id in {}))!;
     const err = await startFollowerMove(ctx, { partition: id, from, to: other.id, origin: 'operator' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(MoveRefused);
@@ -141,14 +148,12 @@ describe('follower move', () => {
     expect(after.history.map((h) => h.node)).not.toContain(to);
     expect(after.followers).toEqual(before.followers);
     expect(after.writeRequirement).toBe(before.writeRequirement);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
+    await release();
   });
 
   it('reports a stalled learner in plain words, then aborts cleanly before the swap', async () => {
     const id = 'q-3';
-    const { from, to } = await pickMove(cluster.client, id);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
-    const handle = await startFollowerMove(ctx, { partition: id, from, to, origin: 'operator', timing: { stallReportMs: 500, stallAbortMs: 4_000, pollMs: 500 } });
+    const { from, to, handle, release } = await startHeldMove(id, 'operator', { stallReportMs: 500, stallAbortMs: 4_000, pollMs: 500 });
     const stalled = await eventually('a stalled blocking reason', async () => {
       const s = await statusOf(id);
       return s.blockingReason?.includes('stalled') ? s : undefined;
@@ -158,34 +163,28 @@ describe('follower move', () => {
     const after = await partition(id);
     expect(after.learners).toEqual([]);
     expect(after.followers).toContain(from);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
+    await release();
   });
 
   it('drops the learner and ends with a clear reason when T fails before the swap', async () => {
     const id = 'q-4';
-    const { from, to } = await pickMove(cluster.client, id);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
-    const handle = await startFollowerMove(ctx, { partition: id, from, to, origin: 'operator', timing: { pollMs: 500 } });
-    await untilPhase(id, ['catching_up']);
+    const { from, to, handle, release } = await startHeldMove(id, 'operator');
     await cluster.client.fault({ fault: 'crash-node', node: to });
     expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'target_down', reason: expect.stringMatching(/failed before the swap/) });
     const after = await partition(id);
     expect(after.learners).toEqual([]);
     expect(after.followers).toContain(from);
     await cluster.client.fault({ fault: 'restart-node', node: to });
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
+    await release();
   });
 
   it('a recovery before the swap: an operator move waits for activation and retries under the new epoch', async () => {
     const id = 'q-5';
-    const { from, to } = await pickMove(cluster.client, id);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
-    const handle = await startFollowerMove(ctx, { partition: id, from, to, origin: 'operator', timing: { pollMs: 500 } });
-    await untilPhase(id, ['catching_up']);
+    const { from, to, handle, release } = await startHeldMove(id, 'operator');
     const before = await partition(id);
     await cluster.client.fault({ fault: 'fail-owner', partition: id });
     await untilPhase(id, ['waiting_for_recovery', 'catching_up', 'swapping', 'covering_boundary', 'removing', 'completed']);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
+    await release();
     const outcome = await handle.result();
     const after = await partition(id);
     expect(after.epoch).toBe(before.epoch + 1);
@@ -204,10 +203,7 @@ describe('follower move', () => {
 
   it('a recovery before the swap ends a planner move; the learner is dropped after activation', async () => {
     const id = 'q-1';
-    const { from, to } = await pickMove(cluster.client, id);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
-    const handle = await startFollowerMove(ctx, { partition: id, from, to, origin: 'planner', timing: { pollMs: 500 } });
-    await untilPhase(id, ['catching_up']);
+    const { handle, release } = await startHeldMove(id, 'planner');
     const before = await partition(id);
     await cluster.client.fault({ fault: 'fail-owner', partition: id });
     expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'pending_recovery' });
@@ -215,7 +211,7 @@ describe('follower move', () => {
     expect(after.pendingRecovery).toBeNull();
     expect(after.epoch).toBe(before.epoch + 1);
     expect(after.learners).toEqual([]);
-    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
+    await release();
   });
 
   it('completes when the broker drops every event of the move: the workflow re-reads on its poll timer', async () => {
