@@ -225,4 +225,15 @@ describe('follower move', () => {
       await cluster.client.fault({ fault: 'drop-events', count: 0 });
     }
   });
+
+  it('a cancel from the Temporal UI or API before the swap is an operator cancel: the learner is dropped', async () => {
+    const id = 'q-4';
+    const { from, to, handle, release } = await startHeldMove(id, 'operator');
+    await handle.cancel();
+    expect(await handle.result()).toMatchObject({ status: 'cancelled', reason: 'cancelled through Temporal' });
+    const after = await partition(id);
+    expect(after.learners).not.toContain(to);
+    expect(after.followers).toContain(from);
+    await release();
+  });
 });
