@@ -11,6 +11,9 @@ import type { MoveStatus } from '../workflows/definitions';
 import { formatBytes } from '../workflows/format';
 import { cancelMove, listMoves, MoveRefused, showMove, startFollowerMove } from './moves';
 
+/** A server the CLI needs does not answer. */
+class Unreachable extends Error {}
+
 interface Io {
   out: (text: string) => void;
   err: (text: string) => void;
@@ -19,10 +22,23 @@ interface Io {
 async function connect() {
   const env = loadEnv();
   const settings = temporalSettings(env, env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`);
-  const connection = await Connection.connect({ address: settings.address, tls: settings.tls, apiKey: settings.apiKey });
+  const connection = await Connection.connect({ address: settings.address, tls: settings.tls, apiKey: settings.apiKey, connectTimeout: '5s' }).catch(
+    (err: unknown) => {
+      throw new Unreachable(
+        `cannot reach the Temporal server at ${settings.address} (${(err as Error).message}): is \`npm start\` running, or is TEMPORAL_ADDRESS right?`,
+      );
+    },
+  );
   const client = new Client({ connection, namespace: settings.namespace });
-  const cluster = new ClusterClient(env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`, { token: env.CLUSTER_TOKEN });
-  return { client, cluster, taskQueue: settings.taskQueue, close: () => connection.close() };
+  const clusterUrl = env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`;
+  const cluster = new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN });
+  /** Only a new move needs the broker; listing, showing and cancelling need Temporal alone. */
+  const needBroker = async (): Promise<void> => {
+    await cluster.health().catch((err: unknown) => {
+      throw new Unreachable(`cannot reach the broker at ${clusterUrl} (${(err as Error).message}): is \`npm start\` running, or is CLUSTER_URL right?`);
+    });
+  };
+  return { client, cluster, taskQueue: settings.taskQueue, needBroker, close: () => connection.close() };
 }
 
 function parseId(kind: 'partition' | 'node', value: string): string {
@@ -76,6 +92,7 @@ export function buildCli(io: Io): Command {
       const to = parseId('node', opts.to);
       const ctx = await connect();
       try {
+        await ctx.needBroker();
         const handle = await startFollowerMove(ctx, { partition, from, to, origin: 'operator' });
         if (!opts.wait) {
           io.out(opts.json ? JSON.stringify({ started: true, workflowId: handle.workflowId, partition, from, to }) + '\n' : `started ${handle.workflowId}: ${partition} ${from} -> ${to}\n`);
@@ -175,6 +192,10 @@ export async function runCli(argv: string[], io: Io = { out: (t) => process.stdo
     if (err instanceof ConfigError) {
       io.err(`configuration error: ${err.message}\n`);
       return 2;
+    }
+    if (err instanceof Unreachable) {
+      io.err(`error: ${err.message}\n`);
+      return 1;
     }
     if (err instanceof MoveRefused) {
       io.err(`refused (${err.code}): ${err.message}\n`);
