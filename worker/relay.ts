@@ -154,7 +154,7 @@ export class ProgressRelay {
     for (const [partition, e] of this.held) {
       const last = this.sent.get(partition);
       const count = covering(e);
-      const due = !last || now - last.at >= (this.options.progressIntervalMs ?? 2_000) || count > last.covering;
+      const due = !last || now - last.at >= (this.options.progressIntervalMs ?? 5_000) || count > last.covering;
       if (!due) continue;
       this.held.delete(partition);
       this.sent.set(partition, { at: now, covering: count });

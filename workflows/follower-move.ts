@@ -11,6 +11,7 @@ import {
   condition,
   log,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -46,11 +47,18 @@ export const DEFAULT_TIMING: MoveTiming = {
   retryMs: 2_000,
 };
 
-const { readMoveContext, guardedWrite } = proxyActivities<Activities>({
+const ACTIVITY_OPTIONS = {
   startToCloseTimeout: '10s',
-  // Broker unreachable or restarting: keep trying; a guarded write is idempotent by its key.
+  // Broker unreachable or restarting: keep trying.
   retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
-});
+} as const;
+// A read is a local activity: it runs inside the workflow task, with no extra round trips through the
+// server, and reading twice after a crash is harmless.
+const { readMoveContext } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
+// A guarded write is a normal activity: the server records its input, so every retry sends the same body
+// under the same idempotency key and gets the first reply back. (As a local activity, a worker crash would
+// re-run the workflow task, which may compute another expected generation for the same key.)
+const { guardedWrite } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
 
 /** Refusals that pass by themselves: wait a little and try again. */
 const PASSING = new Set(['no_sync_budget', 'generation_mismatch', 'injected', 'not_caught_up', 'change_in_flight']);
@@ -220,11 +228,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     writeSeq += 1;
     const idempotencyKey = `${info.workflowId}/${info.runId}/${writeSeq}-${name}`;
     const reply = await guardedWrite.executeWithOptions(
-      {
-        startToCloseTimeout: '10s',
-        retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
-        summary,
-      },
+      { ...ACTIVITY_OPTIONS, summary },
       // The activity's generic signature does not survive proxying; the body matches `name`'s schema.
       [partition, name, { ...body, expectedGeneration: generation, idempotencyKey } as never],
     );
