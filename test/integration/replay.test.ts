@@ -8,6 +8,8 @@ import { temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { WORKFLOWS_PATH } from '../../worker/worker';
+// Routes the Temporal runtime's logs through the tests' quiet logger.
+import './helpers';
 
 const dir = path.resolve(import.meta.dirname, '../fixtures/histories');
 const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.json')) : [];
