@@ -19,7 +19,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, MoveContext } from '../activities';
-import type { GuardedWriteName, PartitionView, Refusal, WriteReply } from '../cluster/contract';
+import type { GuardedWriteName, PartitionView, WriteReply } from '../cluster/contract';
 import {
   admittedSignal,
   cancelUpdate,
@@ -279,7 +279,6 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   };
 
   const stalledFor = (): number => Date.now() - lastProgressAt;
-  const refusalWords = (r: Refusal): string => r.message;
 
   /** Before the swap: a recovery, a cancel, T failing or T stalling ends this attempt. */
   const beforeSwapInterrupt = (deadline: number): Interrupt | null => {
@@ -309,7 +308,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       if (reply.ok || reply.refusal.code === 'not_a_learner') return;
       if (reply.refusal.code === 'pending_recovery' || PASSING.has(reply.refusal.code)) {
         status.retries++;
-        block(`dropping learner ${T}: ${refusalWords(reply.refusal)}`);
+        block(`dropping learner ${T}: ${reply.refusal.message}`);
         await condition(() => false, timing.retryMs);
         continue;
       }
@@ -397,7 +396,6 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
           const r = reply.refusal;
           if (r.code === 'pending_recovery') continue;
           if (!PASSING.has(r.code) && r.code !== 'not_admitted') {
-            interrupt = null;
             await dropLearner();
             return finish({ status: 'aborted', partition, code: r.code, reason: `the swap was refused: ${r.message}` });
           }
