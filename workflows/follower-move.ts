@@ -91,6 +91,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   let generation = 0;
   let epoch = 0;
   let targetAdmitted = false;
+  /** Generation of the add-learner write: an `admitted` event older than it is from an earlier learner. */
+  let learnerAddedAt = -1;
   let targetLive = true;
   let targetStalledAtBroker = false;
   let recoveryPending = false;
@@ -100,12 +102,17 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   let lastProgressAt = Date.now();
   let version = 0;
   let writeSeq = 0;
+  // The catch-up deadline grows with the largest transfer T has reported in this attempt (the first
+  // report comes after the add-learner write), like PD's step timeouts proportional to the bytes moved.
+  let catchUpStartedAt = Date.now();
+  let bytesToCopy = 0;
 
   const noteGeneration = (g: number | undefined): void => {
     if (g !== undefined && g > generation) generation = g;
     status.generation = generation;
   };
   const noteTarget = (durable: number, bytesRemaining: number, stalled: boolean): void => {
+    bytesToCopy = Math.max(bytesToCopy, bytesRemaining);
     if (durable > (status.targetDurable ?? -1)) {
       status.targetDurable = durable;
       status.bytesRemaining = bytesRemaining;
@@ -146,7 +153,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   });
   setHandler(admittedSignal, (a) => {
     noteGeneration(a.generation);
-    if (a.node === T) targetAdmitted = true;
+    if (a.node === T && a.generation > learnerAddedAt) targetAdmitted = true;
     version++;
   });
   setHandler(recoverySignal, (r) => {
@@ -281,12 +288,15 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   const stalledFor = (): number => Date.now() - lastProgressAt;
 
   /** Before the swap: a recovery, a cancel, T failing or T stalling ends this attempt. */
-  const beforeSwapInterrupt = (deadline: number): Interrupt | null => {
+  const catchUpDeadline = (): number =>
+    catchUpStartedAt + timing.catchUpBaseMs + Math.ceil((bytesToCopy / timing.catchUpFloorBytesPerSec) * 1000);
+
+  const beforeSwapInterrupt = (): Interrupt | null => {
     if (recoveryPending) return 'recovery';
     if (cancelReason !== null) return 'cancel';
     if (!targetLive) return 'target_down';
     if (stalledFor() >= timing.stallAbortMs) return 'stalled';
-    if (Date.now() >= deadline) return 'deadline';
+    if (Date.now() >= catchUpDeadline()) return 'deadline';
     return null;
   };
 
@@ -334,7 +344,6 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     for (;;) {
       // ---- step 0: add T as a learner (or reuse it after a recovery).
       setPhase('adding_learner');
-      let deadline = Number.MAX_SAFE_INTEGER;
       while (!ctx.view.partition.learners.includes(T)) {
         if (cancelReason !== null) return finish({ status: 'cancelled', partition, reason: cancelReason });
         if (recoveryPending) {
@@ -347,6 +356,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         }
         const reply = await write('add-learner', { node: T }, `add learner ${T}`);
         if (reply.ok) {
+          learnerAddedAt = reply.partition.generation;
           absorb({ partition: reply.partition, progress: ctx.view.progress });
           break;
         }
@@ -368,11 +378,11 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       // ---- T catches up in the background; the broker admits it to the accepted history.
       setPhase('catching_up');
       lastProgressAt = Date.now();
-      const bytesToCopy = status.bytesRemaining ?? 0;
-      deadline = Date.now() + timing.catchUpBaseMs + Math.ceil((bytesToCopy / timing.catchUpFloorBytesPerSec) * 1000);
+      catchUpStartedAt = Date.now();
+      bytesToCopy = status.bytesRemaining ?? 0;
       let interrupt = await waitFor(
         () => targetAdmitted,
-        () => beforeSwapInterrupt(deadline),
+        () => beforeSwapInterrupt(),
         () =>
           stalledFor() >= timing.stallReportMs || targetStalledAtBroker
             ? `${T} is stalled: no progress for ${Math.round(stalledFor() / 1000)}s, ${formatBytes(status.bytesRemaining)} remaining (aborts after ${Math.round(timing.stallAbortMs / 1000)}s)`
@@ -383,7 +393,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       if (interrupt === null) {
         setPhase('swapping');
         for (;;) {
-          const why = beforeSwapInterrupt(deadline);
+          const why = beforeSwapInterrupt();
           if (why) {
             interrupt = why;
             break;

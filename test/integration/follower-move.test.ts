@@ -236,4 +236,21 @@ describe('follower move', () => {
     expect(after.followers).toContain(from);
     await release();
   });
+
+  it('aborts before the swap when T does not catch up within the time allowed for its bytes', async () => {
+    const id = 'q-5';
+    const { from, to, handle, release } = await startHeldMove(id, 'operator', {
+      pollMs: 300,
+      catchUpBaseMs: 1_500,
+      catchUpFloorBytesPerSec: 1e12,
+      stallAbortMs: 600_000,
+    });
+    const outcome = await handle.result();
+    expect(outcome).toMatchObject({ status: 'aborted', code: 'catch_up_timeout' });
+    expect(outcome.status === 'aborted' && outcome.reason).toMatch(new RegExp(`${to} did not catch up within the time allowed for \\d`));
+    const after = await partition(id);
+    expect(after.learners).toEqual([]);
+    expect(after.followers).toContain(from);
+    await release();
+  });
 });
