@@ -13,7 +13,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ClusterClient } from '../cluster/client';
 import type { Partition, Topology } from '../cluster/contract';
-import { spawnCluster } from '../cluster/conformance/spawn';
+import { spawnCluster } from '../cluster/spawn';
 
 const TARGETS = { writesPerSec: 2000, p99Ms: 10, simSpeedup: 100 };
 

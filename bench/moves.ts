@@ -13,10 +13,10 @@ import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
 import { startFollowerMove } from '../client/moves';
 import { ClusterClient } from '../cluster/client';
+import { spawnCluster } from '../cluster/spawn';
 import type { ClusterEvent, WriteReply } from '../cluster/contract';
-import { freePort, startDevServer, type DevServer } from '../scripts/dev-server';
+import { startDevServer, type DevServer } from '../scripts/dev-server';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
-import { spawnCluster } from '../test/integration/processes';
 import { installRuntimeLogger } from '../worker/logger';
 import { statusQuery } from '../workflows/definitions';
 import { createRebalancerWorker } from '../worker/worker';
@@ -153,13 +153,14 @@ export async function run(args: string[]): Promise<void> {
     server = await startDevServer({ executable: await ensureTemporalCli(), dbFile: persist ? path.join(dir, 'temporal.db') : null, uiPort: null });
     address = server.address;
   }
-  const port = await freePort();
-  const broker = await spawnCluster(port, path.join(dir, 'cluster'), [
-    '--nodes', '40', '--partitions', String(total), '--streams', '0', '--tick-ms', '50',
-    '--initial-messages', '2000', '--retain-messages', '1000', '--transfer-rate', '50000000', '--publish-rate', '5',
-    '--catch-up-slack', '50', '--per-node-limit', '100', '--cluster-limit', '100000',
-  ]);
-  const cluster = new ClusterClient(`http://127.0.0.1:${port}`);
+  const broker = await spawnCluster(
+    {
+      nodes: 40, partitions: total, streams: 0, clock: 'wall', 'tick-ms': 50, 'initial-messages': 2000, 'retain-messages': 1000,
+      'transfer-rate': 50_000_000, 'publish-rate': 5, 'catch-up-slack': 50, 'per-node-limit': 100, 'cluster-limit': 100_000,
+    },
+    { dataDir: path.join(dir, 'cluster') },
+  );
+  const cluster = new ClusterClient(broker.url);
   process.stderr.write(`moves bench: Temporal at ${address}, reference cluster at ${cluster.baseUrl}\n`);
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
@@ -231,7 +232,7 @@ export async function run(args: string[]): Promise<void> {
     worker.shutdown();
     await running;
     await connection.close();
-    await broker.stop();
+    await broker.close();
     await server?.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -6,7 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
 import type { DurabilityPolicy } from './contract';
 import { startCluster } from './server';
-import { defaultConfig } from './sim/types';
+import { defaultConfig, type SimConfig } from './sim/types';
 
 function int(min: number, max: number) {
   return (v: string): number => {
@@ -76,7 +76,8 @@ const program = new Command()
     },
   });
 
-interface Flags {
+/** What commander parses: the simulation's tunables (three under shorter flag names) plus the process's own. */
+type Flags = Omit<SimConfig, 'replicationFactor' | 'transferBytesPerSec' | 'followMessagesPerSec'> & {
   port: number;
   host: string;
   token?: string;
@@ -84,24 +85,11 @@ interface Flags {
   nodes: number;
   partitions: number;
   streams: number;
-  seed: number;
   clock: 'wall' | 'stepped';
   rf: number;
-  durability: DurabilityPolicy;
-  tickMs: number;
-  publishRate: number;
-  messageBytes: number;
-  retainMessages: number;
-  initialMessages: number;
   transferRate: number;
   followRate: number;
-  catchUpSlack: number;
-  perNodeLimit: number;
-  clusterLimit: number;
-  recoveryDelayMs: number;
-  retainGraceMs: number;
-  unsafeSkipBoundaryCheck: boolean;
-}
+};
 
 async function main(): Promise<void> {
   try {

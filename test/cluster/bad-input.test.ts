@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterClient } from '../../cluster/client';
 import { BadRequest, GuardedWrites, type Topology } from '../../cluster/contract';
-import { spawnCluster, type SpawnedCluster } from '../../cluster/conformance/spawn';
+import { spawnCluster, type SpawnedCluster } from '../../cluster/spawn';
 
 let cluster: SpawnedCluster;
 let client: ClusterClient;

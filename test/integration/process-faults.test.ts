@@ -15,11 +15,12 @@ import { ensureTemporalCli } from '../../scripts/temporal-cli';
 import { statusQuery, type MovePhase } from '../../workflows/definitions';
 import type { followerMove } from '../../workflows/follower-move';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
-import { spawnCluster, spawnWorker } from './processes';
+import { spawnCluster } from '../../cluster/spawn';
+import { spawnWorker } from './processes';
 
 /** Slow enough transfers that the move spends seconds catching up: room to kill things mid-move. */
 const SLOW = { initialMessages: 8_000, retainMessages: 2_000, transferBytesPerSec: 2_000_000 };
-const SLOW_FLAGS = ['--nodes', '6', '--partitions', '4', '--streams', '0', '--tick-ms', '50', '--initial-messages', '8000', '--retain-messages', '2000', '--transfer-rate', '2000000', '--publish-rate', '50', '--catch-up-slack', '50', '--recovery-delay-ms', '500'];
+const SLOW_FLAGS = { nodes: 6, partitions: 4, streams: 0, 'tick-ms': 50, 'initial-messages': 8000, 'retain-messages': 2000, 'transfer-rate': 2_000_000, 'publish-rate': 50, 'catch-up-slack': 50, 'recovery-delay-ms': 500 };
 const PAST_SWAP: MovePhase[] = ['swapping', 'covering_boundary', 'removing', 'completed'];
 
 function tmp(name: string): string {
@@ -67,7 +68,7 @@ describe('process faults during a follower move', () => {
     const port = await freePort();
     const data = tmp('cluster');
     const url = `http://127.0.0.1:${port}`;
-    let broker = await spawnCluster(port, data, SLOW_FLAGS);
+    let broker = await spawnCluster(SLOW_FLAGS, { port, dataDir: data });
     const cluster = new ClusterClient(url);
     const taskQueue = `kill-cluster-${process.pid}`;
     const client = await connectClient();
@@ -78,10 +79,10 @@ describe('process faults during a follower move', () => {
       await inPhase(handle, ['catching_up']);
       await broker.kill9();
       await new Promise((r) => setTimeout(r, 1_000));
-      broker = await spawnCluster(port, data);
+      broker = await spawnCluster({}, { port, dataDir: data });
       await inPhase(handle, PAST_SWAP);
       await broker.kill9();
-      broker = await spawnCluster(port, data);
+      broker = await spawnCluster({}, { port, dataDir: data });
       expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
       const p = (await cluster.partition('q-1')).partition;
       expect(p.followers).toContain(to);
@@ -91,7 +92,7 @@ describe('process faults during a follower move', () => {
     } finally {
       w.shutdown();
       await running;
-      await broker.stop();
+      await broker.close();
     }
   });
 

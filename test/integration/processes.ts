@@ -1,4 +1,4 @@
-/** Child processes for process-fault tests: the reference cluster and the worker, killable with SIGKILL. */
+/** The worker as a child process for process-fault tests, killable with SIGKILL (the cluster: cluster/spawn.ts). */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -36,15 +36,6 @@ async function spawnTs(entry: string, args: string[], env: Record<string, string
     await exited;
   };
   return { process: child, kill9: () => end('SIGKILL'), stop: () => end('SIGTERM') };
-}
-
-export function spawnCluster(port: number, dataDir: string, extra: string[] = []): Promise<Child> {
-  return spawnTs(
-    'cluster/main.ts',
-    ['--port', String(port), '--data', dataDir, '--clock', 'wall', ...extra],
-    {},
-    /"url":"http/,
-  );
 }
 
 export function spawnWorker(env: { TEMPORAL_ADDRESS: string; TEMPORAL_TASK_QUEUE: string; CLUSTER_URL: string; DATA_DIR: string }): Promise<Child> {

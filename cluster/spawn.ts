@@ -1,7 +1,7 @@
 /**
- * Start the reference cluster as its own process (`cluster/main.ts`) with a temporary data directory and
- * wait for the JSON log line that carries its URL. Used where the cluster must not share an event loop
- * with the caller (benchmarks) or where a suite wants a real process.
+ * Start the reference cluster as its own process (`cluster/main.ts`) and wait for the JSON log line that
+ * carries its URL. Used where the cluster must not share an event loop with the caller (benchmarks), where a
+ * suite wants a real process, and where a test kills it and starts it again on the same data directory.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,21 +9,25 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 export interface SpawnedCluster {
   url: string;
   dataDir: string;
   pid: number;
+  /** SIGTERM, then remove the data directory unless it was given or kept. */
   close(): Promise<void>;
+  /** SIGKILL, as a crash: the data directory stays for a restart. */
+  kill9(): Promise<void>;
 }
 
 export async function spawnCluster(
   flags: Record<string, string | number>,
-  options: { startTimeoutMs?: number; keepData?: boolean; nodeArgs?: string[] } = {},
+  options: { startTimeoutMs?: number; keepData?: boolean; nodeArgs?: string[]; port?: number; dataDir?: string } = {},
 ): Promise<SpawnedCluster> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'cluster-'));
-  const args = [...(options.nodeArgs ?? []), '--import', 'tsx', path.join(repoRoot, 'cluster/main.ts'), '--port', '0', '--data', dataDir];
+  const dataDir = options.dataDir ?? mkdtempSync(path.join(tmpdir(), 'cluster-'));
+  const keepData = options.keepData ?? options.dataDir !== undefined;
+  const args = [...(options.nodeArgs ?? []), '--import', 'tsx', path.join(repoRoot, 'cluster/main.ts'), '--port', String(options.port ?? 0), '--data', dataDir];
   for (const [k, v] of Object.entries(flags)) args.push(`--${k}`, String(v));
   const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
@@ -53,18 +57,23 @@ export async function spawnCluster(
   child.stdout.resume();
   child.stderr.resume();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const running = () => child.exitCode === null && child.signalCode === null;
   return {
     url,
     dataDir,
     pid: child.pid ?? -1,
+    async kill9() {
+      if (running()) child.kill('SIGKILL');
+      await exited;
+    },
     async close() {
-      if (child.exitCode === null && child.signalCode === null) {
+      if (running()) {
         child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
         await exited;
         clearTimeout(timer);
       }
-      if (!options.keepData) rmSync(dataDir, { recursive: true, force: true });
+      if (!keepData) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
