@@ -23,7 +23,15 @@ export interface SpawnedCluster {
 
 export async function spawnCluster(
   flags: Record<string, string | number>,
-  options: { startTimeoutMs?: number; keepData?: boolean; nodeArgs?: string[]; port?: number; dataDir?: string } = {},
+  options: {
+    startTimeoutMs?: number;
+    keepData?: boolean;
+    nodeArgs?: string[];
+    port?: number;
+    dataDir?: string;
+    /** Every output chunk of the process, for a caller that shows its logs (npm start). */
+    output?: (chunk: string) => void;
+  } = {},
 ): Promise<SpawnedCluster> {
   const dataDir = options.dataDir ?? mkdtempSync(path.join(tmpdir(), 'cluster-'));
   const keepData = options.keepData ?? options.dataDir !== undefined;
@@ -37,6 +45,7 @@ export async function spawnCluster(
       reject(new Error(`cluster did not report its url within ${options.startTimeoutMs ?? 60_000} ms:\n${log}`));
     }, options.startTimeoutMs ?? 60_000);
     const onData = (chunk: Buffer): void => {
+      options.output?.(chunk.toString());
       log += chunk.toString();
       const m = /"url"\s*:\s*"(http:\/\/[^"]+)"/.exec(log);
       if (m?.[1] !== undefined) {
@@ -53,9 +62,12 @@ export async function spawnCluster(
       reject(new Error(`cluster exited (${code ?? signal}) before reporting its url:\n${log}`));
     });
   });
-  // Drain the pipes so the child never blocks on a full one.
-  child.stdout.resume();
-  child.stderr.resume();
+  // Keep reading the pipes so the child never blocks on a full one.
+  child.stdout.removeAllListeners('data');
+  child.stderr.removeAllListeners('data');
+  const forward = (chunk: Buffer): void => options.output?.(chunk.toString());
+  child.stdout.on('data', forward);
+  child.stderr.on('data', forward);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const running = () => child.exitCode === null && child.signalCode === null;
   return {

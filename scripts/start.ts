@@ -3,11 +3,10 @@
  * on TEMPORAL_UI_PORT) unless TEMPORAL_ADDRESS names one; the reference cluster (state in .data/cluster)
  * unless CLUSTER_URL names a broker; then the worker with its progress relay. Ctrl-C stops everything.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import readline from 'node:readline';
 import { ClusterClient } from '../cluster/client';
+import { spawnCluster } from '../cluster/spawn';
 import { exitOnConfigError, loadEnv, temporalSettings } from '../worker/config';
 import { createLogger, installRuntimeLogger } from '../worker/logger';
 import { createRebalancerWorker } from '../worker/worker';
@@ -59,37 +58,22 @@ async function startTemporal(): Promise<string> {
 }
 
 /** The reference cluster as its own process; resolves with its URL once it listens. */
-async function startCluster(): Promise<string> {
+async function startReferenceCluster(): Promise<string> {
   if (env.CLUSTER_URL) {
     logger.info({ url: env.CLUSTER_URL }, 'using the broker at CLUSTER_URL');
     return env.CLUSTER_URL;
   }
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(PROJECT_ROOT, 'cluster/main.ts'), '--port', String(env.CLUSTER_PORT), '--data', path.join(dataDir, 'cluster'), '--clock', 'wall'],
-    { stdio: ['ignore', 'pipe', 'inherit'], cwd: PROJECT_ROOT },
+  const cluster = await spawnCluster(
+    { clock: 'wall' },
+    { port: env.CLUSTER_PORT, dataDir: path.join(dataDir, 'cluster'), output: (chunk) => process.stdout.write(chunk) },
   );
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  stops.push(async () => {
-    if (child.exitCode !== null) return;
-    child.kill('SIGTERM');
-    await exited;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const lines = readline.createInterface({ input: child.stdout! });
-    lines.on('line', (line) => {
-      process.stdout.write(line + '\n');
-      const m = /"url":"(http:\/\/[^"]+)"/.exec(line);
-      if (m) resolve(m[1]!);
-    });
-    child.on('exit', (code) => reject(new Error(`the reference cluster exited with ${code} before it listened`)));
-  });
-  await new ClusterClient(url).health();
-  return url;
+  stops.push(() => cluster.close());
+  await new ClusterClient(cluster.url).health();
+  return cluster.url;
 }
 
 try {
-  const [address, clusterUrl] = await Promise.all([startTemporal(), startCluster()]);
+  const [address, clusterUrl] = await Promise.all([startTemporal(), startReferenceCluster()]);
   const worker = await createRebalancerWorker({
     temporal: temporalSettings(env, address),
     clusterUrl,
