@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { SignalDefinition } from '@temporalio/workflow';
 import type { Logger } from 'pino';
 import type { ClusterClient } from '../cluster/client';
 import type { ClusterEvent } from '../cluster/contract';
@@ -110,19 +111,18 @@ export class ProgressRelay {
     fs.renameSync(tmp, this.options.cursorFile);
   }
 
-  private async signal(partition: string, send: (id: string) => Promise<void>): Promise<void> {
+  /** Signal one workflow; one that does not run (no move, or it already ended) has nothing to be told. */
+  private async signal<Args extends unknown[]>(workflowId: string, def: SignalDefinition<Args>, ...args: Args): Promise<void> {
     try {
-      await send(reconfigurationWorkflowId(partition));
+      await this.options.client.workflow.getHandle(workflowId).signal(def, ...args);
       this.signalsSent += 1;
     } catch (err) {
-      // No move runs on this partition (or it already ended): nothing to tell.
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
 
   private async deliver(events: ClusterEvent[]): Promise<void> {
-    const client = this.options.client;
-    const handle = (id: string) => client.workflow.getHandle(id);
+    const move = reconfigurationWorkflowId;
     const now = Date.now();
     for (const e of events) {
       if (e.type === 'progress') this.held.set(e.partition, e);
@@ -131,17 +131,13 @@ export class ProgressRelay {
     for (const e of events) {
       switch (e.type) {
         case 'admitted':
-          sends.push(this.signal(e.partition, (id) => handle(id).signal(admittedSignal, { node: e.node, generation: e.generation })));
+          sends.push(this.signal(move(e.partition), admittedSignal, { node: e.node, generation: e.generation }));
           break;
         case 'recovery_opened':
-          sends.push(this.signal(e.partition, (id) => handle(id).signal(recoverySignal, { state: 'opened', epoch: e.epoch })));
+          sends.push(this.signal(move(e.partition), recoverySignal, { state: 'opened', epoch: e.epoch }));
           break;
         case 'recovery_activated':
-          sends.push(
-            this.signal(e.partition, (id) =>
-              handle(id).signal(recoverySignal, { state: 'activated', epoch: e.epoch, owner: e.owner, generation: e.generation }),
-            ),
-          );
+          sends.push(this.signal(move(e.partition), recoverySignal, { state: 'activated', epoch: e.epoch, owner: e.owner, generation: e.generation }));
           break;
         case 'node_down':
         case 'node_up':
@@ -164,7 +160,7 @@ export class ProgressRelay {
         boundary: e.boundary,
         replicas: e.replicas,
       };
-      sends.push(this.signal(partition, (id) => handle(id).signal(progressSignal, payload)));
+      sends.push(this.signal(move(partition), progressSignal, payload));
     }
     await Promise.all(sends);
   }
@@ -173,13 +169,7 @@ export class ProgressRelay {
   private async signalNode(node: string, live: boolean): Promise<void> {
     const query = `ExecutionStatus = "Running" AND (${TargetKey.name} = "${node}" OR ${SourceKey.name} = "${node}")`;
     for await (const wf of this.options.client.workflow.list({ query })) {
-      await this.options.client.workflow
-        .getHandle(wf.workflowId)
-        .signal(nodeSignal, { node, live })
-        .then(() => void (this.signalsSent += 1))
-        .catch((err: unknown) => {
-          if (!(err instanceof WorkflowNotFoundError)) throw err;
-        });
+      await this.signal(wf.workflowId, nodeSignal, { node, live });
     }
   }
 }
