@@ -202,6 +202,11 @@ export const MUTANTS = {
     rule: 'at most W - 1 restarted followers rejoin at once (invariant 5)',
     safety: true,
   },
+  'recovery.priority': {
+    rule: 'a waiting recovery transfer takes a slot ahead of running rebalancing transfers, which pause',
+    safety: false,
+    why: 'slot order decides how fast copies are made, never which copies count: a liveness rule',
+  },
   'recovery.seal-quorum': {
     rule: 'activation waits for E - W + 1 surviving eligible replicas to seal',
     safety: true,
