@@ -185,7 +185,7 @@ export const MUTANTS = {
 
   // ---- the cluster's own admission and recovery rules
   'admit.caught-up': {
-    rule: 'a learner or rejoining replica is admitted only once caught up close to the tail',
+    rule: 'a learner or rejoining replica is admitted only once close to the tail and holding every confirmed message',
     safety: true,
   },
   'admit.no-pending-recovery': {

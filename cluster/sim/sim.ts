@@ -540,8 +540,15 @@ export class ClusterSim {
     this.followBudget.set(n, budget - take);
   }
 
+  /**
+   * Caught up: close to the tail and holding every confirmed message the followers were sent. A replica that
+   * lost its disk is ineligible until re-admitted (its copies count as lost, within the fault budget); admitted
+   * short of the confirmed tail it would be an eligible replica missing confirmed messages, which a seal of
+   * E - W + 1 may pick alone (W = E seals one).
+   */
   private caughtUp(p: PartitionState, r: ReplicaState): boolean {
-    return !r.ckpt && p.tail - r.durable <= this.config.catchUpSlack;
+    const close = !r.ckpt && p.tail - r.durable <= this.config.catchUpSlack;
+    return close && r.durable >= Math.min(p.confirmedTail, p.prevTail);
   }
 
   /** A caught-up learner or rejoining replica enters (or returns to) the accepted history. */

@@ -94,6 +94,22 @@ describe('the invariant checker', () => {
     expect(sim.invariants().breaches).toEqual([]);
   });
 
+  it('re-admits a replica that lost its disk only once it holds every confirmed message (W = E seals one)', () => {
+    // Found by the model test (seed 38591630): n1 rejoined within the catch-up slack but below the confirmed
+    // tail, and the next recovery sealed it alone.
+    const sim = makeSim({ durability: { mode: 'replica_durable', n: 3 }, transferBytesPerSec: 5_000, publishRate: 0 }, 5, 3);
+    sim.fault({ fault: 'lose-disk', node: 'n1' });
+    sim.advance(600);
+    untilAdmitted(sim, 'q-0', 'n1', 60_000);
+    const p = sim.partition('q-0');
+    expect(p.owner).toBe('n2');
+    expect(p.replicas.n1!.durable).toBeGreaterThanOrEqual(p.confirmedTail);
+    sim.fault({ fault: 'crash-node', node: 'n2' });
+    sim.advance(2_000);
+    expect(sim.partition('q-0').pendingRecovery).toBeNull();
+    expect(sim.invariants().breaches).toEqual([]);
+  });
+
   it('lets at most W - 1 restarted followers rejoin at once, recovery transfers before rebalancing', () => {
     const sim = makeSim({ transferBytesPerSec: 20_000 });
     sim.fault({ fault: 'crash-node', node: 'n2' });
