@@ -1,28 +1,77 @@
 /**
  * `npm start` as a user runs it: everything comes up and prints the UI's URL, `npx rebalancer` moves a
  * follower, Ctrl-C stops every process, and a second start still knows the move (same .data directory).
+ * As a service: a start beside whatever holds one of its ports fails at once and starts nothing, and
+ * SIGTERM to the `npm start` process alone (not its group) stops every process it started.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../../scripts/dev-server';
+import { spawnCluster } from '../../cluster/spawn';
+import { freePort, portFree } from '../../scripts/dev-server';
+import { temporalAddress } from './helpers';
+import { alive, descendants, processesMentioning } from './processes';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
-async function start(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `node scripts/start.ts` (what `npm start` execs), or the real `npm start` with its npm process on top. */
+function launch(env: NodeJS.ProcessEnv, via: 'node' | 'npm'): { child: ChildProcess; output: () => string } {
+  const child =
+    via === 'npm'
+      ? spawn('npm', ['start'], { cwd: root, env: { ...env, npm_config_update_notifier: 'false' }, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 120_000;
-  while (!out.includes('live rebalancer is running')) {
-    if (child.exitCode !== null) throw new Error(`npm start exited with ${child.exitCode}: ${out.slice(-2000)}`);
-    if (Date.now() > deadline) throw new Error(`npm start did not come up: ${out.slice(-2000)}`);
+  return { child, output: () => out };
+}
+
+async function start(env: NodeJS.ProcessEnv, via: 'node' | 'npm' = 'node'): Promise<{ child: ChildProcess; output: () => string }> {
+  const run = launch(env, via);
+  await waitFor(() => run.output().includes('live rebalancer is running'), 180_000, () => {
+    if (run.child.exitCode !== null) throw new Error(`npm start exited with ${run.child.exitCode}: ${run.output().slice(-2000)}`);
+    return `npm start did not come up: ${run.output().slice(-2000)}`;
+  });
+  return run;
+}
+
+async function waitFor(done: () => boolean, ms: number, failure: () => string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(failure());
     await new Promise((r) => setTimeout(r, 200));
   }
-  return { child, output: () => out };
+}
+
+function exitOf(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+/** Free ports, a temporary DATA_DIR and no TEMPORAL_ADDRESS or CLUSTER_URL: a run that starts everything itself. */
+async function ownEnv(): Promise<NodeJS.ProcessEnv & { DATA_DIR: string }> {
+  const env: NodeJS.ProcessEnv & { DATA_DIR: string } = {
+    ...process.env,
+    TEMPORAL_PORT: String(await freePort()),
+    TEMPORAL_UI_PORT: String(await freePort()),
+    CLUSTER_PORT: String(await freePort()),
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-start-')),
+    TEMPORAL_TASK_QUEUE: 'npm-start-test',
+    LOG_LEVEL: 'info',
+  };
+  delete env.TEMPORAL_ADDRESS;
+  delete env.CLUSTER_URL;
+  return env;
+}
+
+/** After a failed test: end what the run left (the pids we recorded and anything naming its DATA_DIR). */
+function killLeftovers(pids: number[], dataDir: string): void {
+  for (const pid of [...pids, ...processesMentioning(dataDir)]) {
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+  }
 }
 
 async function interrupt(child: ChildProcess): Promise<number | null> {
@@ -37,19 +86,8 @@ function rebalancer(env: NodeJS.ProcessEnv, ...args: string[]) {
 
 describe('npm start', () => {
   it('runs everything, moves a follower from the CLI, stops on Ctrl-C and resumes from .data', async () => {
-    const [temporalPort, uiPort, clusterPort] = [await freePort(), await freePort(), await freePort()];
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-start-'));
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      TEMPORAL_PORT: String(temporalPort),
-      TEMPORAL_UI_PORT: String(uiPort),
-      CLUSTER_PORT: String(clusterPort),
-      DATA_DIR: dataDir,
-      TEMPORAL_TASK_QUEUE: 'npm-start-test',
-      LOG_LEVEL: 'info',
-    };
-    delete env.TEMPORAL_ADDRESS;
-    delete env.CLUSTER_URL;
+    const env = await ownEnv();
+    const [uiPort, clusterPort, dataDir] = [Number(env.TEMPORAL_UI_PORT), Number(env.CLUSTER_PORT), env.DATA_DIR];
 
     let run = await start(env);
     try {
@@ -81,6 +119,73 @@ describe('npm start', () => {
     } finally {
       expect(await interrupt(run.child)).toBe(0);
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  describe('a port another process holds: fails at once naming the port and its variable, starts nothing', () => {
+    /** Each port held by what would really be there: a Temporal server, any listener, a reference cluster. */
+    const holders: Record<string, () => Promise<{ port: number; release(): Promise<void> }>> = {
+      TEMPORAL_PORT: async () => {
+        const [host, port] = temporalAddress().split(':');
+        expect(host, 'the shared dev server listens on this machine').toBe('127.0.0.1');
+        return { port: Number(port), release: async () => undefined };
+      },
+      TEMPORAL_UI_PORT: async () => {
+        const server = net.createServer();
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+        return { port: (server.address() as net.AddressInfo).port, release: () => new Promise((resolve) => server.close(() => resolve())) };
+      },
+      CLUSTER_PORT: async () => {
+        const cluster = await spawnCluster({ clock: 'stepped' });
+        return { port: Number(new URL(cluster.url).port), release: () => cluster.close() };
+      },
+    };
+
+    it.each(Object.keys(holders))('%s', async (variable) => {
+      const holder = await holders[variable]!();
+      const env = { ...(await ownEnv()), [variable]: String(holder.port) };
+      const run = launch(env, 'npm');
+      const began = Date.now();
+      try {
+        const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
+        expect(code, `still running after 60s:\n${run.output().slice(-3000)}`).not.toBe('running');
+        expect(code).toBe(1);
+        expect(Date.now() - began).toBeLessThan(60_000);
+        expect(run.output()).toMatch(new RegExp(`port ${holder.port} for .* is already in use .*set ${variable} to a free port`));
+        expect(run.output()).not.toContain('Temporal dev server ready');
+        expect(run.output()).not.toContain('cluster listening');
+        expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
+        expect(await portFree(holder.port), 'the holder keeps its port').toBe(false);
+      } finally {
+        killLeftovers(descendants(run.child.pid!), env.DATA_DIR);
+        await holder.release();
+        fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+      }
+    });
+  });
+
+  it('SIGTERM to the npm start process alone stops every process it started, and says so last', async () => {
+    const env = await ownEnv();
+    const run = await start(env, 'npm');
+    const npmPid = run.child.pid!;
+    const started = descendants(npmPid);
+    try {
+      const servers = processesMentioning(env.DATA_DIR);
+      expect(servers.length, 'the dev server and the cluster run with the DATA_DIR on their command lines').toBe(2);
+      expect(started).toEqual(expect.arrayContaining(servers));
+
+      process.kill(npmPid, 'SIGTERM');
+      const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
+      expect(code, `npm start still running 60s after SIGTERM:\n${run.output().slice(-3000)}`).toBe(0);
+      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+      for (const variable of ['TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'CLUSTER_PORT']) {
+        expect(await portFree(Number(env[variable])), `${variable} is free again`).toBe(true);
+      }
+      const lines = run.output().trim().split('\n');
+      expect(lines.at(-1)).toContain('stopped: every process npm start ran has exited');
+    } finally {
+      killLeftovers(started, env.DATA_DIR);
+      fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
     }
   });
 });
