@@ -1,8 +1,9 @@
 /**
  * `npm start` as a user runs it: everything comes up and prints the UI's URL, `npx rebalancer` moves a
  * follower, Ctrl-C stops every process, and a second start still knows the move (same .data directory).
- * As a service: a start beside whatever holds one of its ports fails at once and starts nothing, and
- * SIGTERM to the `npm start` process alone (not its group) stops every process it started.
+ * As a service: a start beside whatever holds one of its ports fails at once and starts nothing, SIGTERM to
+ * the `npm start` process alone (not its group) stops every process it started, and none outlives a SIGKILL
+ * of the start process (the dev server only where setpriv is on PATH, as on the Linux machines CI uses).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -16,6 +17,9 @@ import { temporalAddress } from './helpers';
 import { alive, descendants, processesMentioning } from './processes';
 
 const root = path.resolve(import.meta.dirname, '../..');
+/** What start.ts logs last once every child has exited. */
+const STOPPED = 'stopped: every process npm start ran has exited';
+const lastLine = (output: string): string | undefined => output.trim().split('\n').at(-1);
 
 /** `node scripts/start.ts` (what `npm start` execs), or the real `npm start` with its npm process on top. */
 function launch(env: NodeJS.ProcessEnv, via: 'node' | 'npm'): { child: ChildProcess; output: () => string } {
@@ -106,7 +110,7 @@ describe('npm start', () => {
     } finally {
       expect(await interrupt(run.child)).toBe(0);
     }
-    expect(run.output()).toContain('"msg":"stopped"');
+    expect(lastLine(run.output())).toContain(STOPPED);
 
     run = await start(env);
     try {
@@ -176,13 +180,26 @@ describe('npm start', () => {
 
       process.kill(npmPid, 'SIGTERM');
       const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
-      expect(code, `npm start still running 60s after SIGTERM:\n${run.output().slice(-3000)}`).toBe(0);
+      expect(code, `npm start's exit code after SIGTERM (null: killed, or still running after 60s):\n${run.output().slice(-3000)}`).toBe(0);
       await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
       for (const variable of ['TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'CLUSTER_PORT']) {
         expect(await portFree(Number(env[variable])), `${variable} is free again`).toBe(true);
       }
-      const lines = run.output().trim().split('\n');
-      expect(lines.at(-1)).toContain('stopped: every process npm start ran has exited');
+      expect(lastLine(run.output())).toContain(STOPPED);
+    } finally {
+      killLeftovers(started, env.DATA_DIR);
+      fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGKILL of the start process: the dev server and the cluster it started exit by themselves', async () => {
+    const env = await ownEnv();
+    const run = await start(env);
+    const started = descendants(run.child.pid!);
+    try {
+      expect(processesMentioning(env.DATA_DIR).length, 'the dev server and the cluster are running').toBe(2);
+      run.child.kill('SIGKILL');
+      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
     } finally {
       killLeftovers(started, env.DATA_DIR);
       fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
