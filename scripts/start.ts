@@ -42,9 +42,12 @@ async function stopAll(code: number, why: string): Promise<never> {
 }
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => void stopAll(0, signal));
 
-/** A child that exits while we are not stopping leaves the service broken: stop the rest and exit non-zero. */
+/**
+ * A child that exits while we are not stopping leaves the service broken: stop the rest. A clean exit (0) is
+ * a child that was told to stop, as Ctrl-C tells the whole process group, possibly before it tells us.
+ */
 function stopIfUnexpected(what: string, code: number | null, signal: NodeJS.Signals | null): void {
-  if (!stopping.signal.aborted) void stopAll(1, `${what} exited (${code ?? signal})`);
+  if (!stopping.signal.aborted) void stopAll(code === 0 ? 0 : 1, `${what} exited (${code ?? signal})`);
 }
 
 /** The local ports this run would listen on, with the variable that moves each one. */
