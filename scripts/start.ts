@@ -2,8 +2,9 @@
  * `npm start`: the whole product on one machine. A Temporal dev server (state in .data/temporal.db, Web UI
  * on TEMPORAL_UI_PORT) unless TEMPORAL_ADDRESS names one; the reference cluster (state in .data/cluster)
  * unless CLUSTER_URL names a broker; then the worker with its progress relay. It runs as a service: a port
- * it needs that is already taken stops it before it starts anything, and SIGTERM or SIGINT to this process
- * (package.json execs it, so npm's pid is this one's parent and forwards both) stops every child it started.
+ * it needs that is already taken, or a DATA_DIR another run holds, stops it before it starts anything; and
+ * SIGTERM or SIGINT to this process (package.json execs it, so it is npm's child and npm forwards both)
+ * stops every child it started.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -37,6 +38,7 @@ async function stopAll(code: number, why: string): Promise<never> {
   logger.info({ why }, 'stopping');
   await startup;
   for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
+  unlockDataDir();
   logger.info('stopped: every process npm start ran has exited');
   process.exit(code);
 }
@@ -48,6 +50,50 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => vo
  */
 function stopIfUnexpected(what: string, code: number | null, signal: NodeJS.Signals | null): void {
   if (!stopping.signal.aborted) void stopAll(code === 0 ? 0 : 1, `${what} exited (${code ?? signal})`);
+}
+
+/**
+ * Two runs on one DATA_DIR would run two dev servers on one database and two clusters on one state, whatever
+ * their ports: the first run holds the directory through a file with its pid until it stops. A file whose
+ * pid is gone is left from a run that was killed, and is taken over.
+ */
+const lockFile = path.join(dataDir, 'npm-start.pid');
+
+function lockDataDir(): void {
+  fs.mkdirSync(dataDir, { recursive: true });
+  for (;;) {
+    try {
+      fs.writeFileSync(lockFile, String(process.pid), { flag: 'wx' });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const holder = Number(fs.readFileSync(lockFile, 'utf8'));
+    if (Number.isInteger(holder) && holder > 0 && running(holder)) {
+      throw new Error(
+        `DATA_DIR ${dataDir} is in use by another npm start (pid ${holder}): stop it, or set DATA_DIR to another directory ` +
+          `(if pid ${holder} is no npm start, delete ${lockFile})`,
+      );
+    }
+    fs.rmSync(lockFile, { force: true });
+  }
+}
+
+function unlockDataDir(): void {
+  try {
+    if (fs.readFileSync(lockFile, 'utf8') === String(process.pid)) fs.rmSync(lockFile);
+  } catch {
+    // Not taken (the start stopped before it locked): nothing to release.
+  }
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** The local ports this run would listen on, with the variable that moves each one. */
@@ -70,7 +116,7 @@ async function refuseTakenPorts(): Promise<void> {
   if (taken.length === 0) return;
   throw new Error(
     taken
-      .map((p) => `port ${p.port} for ${p.what} is already in use (another npm start?): set ${p.variable} to a free port, or ${p.instead} to use a server that is already running`)
+      .map((p) => `port ${p.port} for ${p.what} is already in use: set ${p.variable} to a free port, or ${p.instead} to use a server that is already running`)
       .join('; '),
   );
 }
@@ -112,8 +158,8 @@ async function startReferenceCluster(): Promise<string> {
 }
 
 try {
+  lockDataDir();
   await refuseTakenPorts();
-  fs.mkdirSync(dataDir, { recursive: true });
   const starts = [startTemporal(), startReferenceCluster()] as const;
   // stopAll waits for both starts to settle, so a child that is still starting is never left behind.
   startup = Promise.allSettled(starts);

@@ -71,6 +71,21 @@ async function ownEnv(): Promise<NodeJS.ProcessEnv & { DATA_DIR: string }> {
   return env;
 }
 
+/** Run `npm start` that must fail before it starts anything: exit code 1 within 60s, no process left. */
+async function failsAtOnce(env: NodeJS.ProcessEnv & { DATA_DIR: string }): Promise<string> {
+  const run = launch(env, 'npm');
+  try {
+    const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
+    expect(code, `exit code (running: still running after 60s):\n${run.output().slice(-3000)}`).toBe(1);
+    expect(run.output()).not.toContain('Temporal dev server ready');
+    expect(run.output()).not.toContain('cluster listening');
+    expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
+    return run.output();
+  } finally {
+    killLeftovers(descendants(run.child.pid!), env.DATA_DIR);
+  }
+}
+
 /** After a failed test: end what the run left (the pids we recorded and anything naming its DATA_DIR). */
 function killLeftovers(pids: number[], dataDir: string): void {
   for (const pid of [...pids, ...processesMentioning(dataDir)]) {
@@ -148,21 +163,49 @@ describe('npm start', () => {
     it.each(Object.keys(holders))('%s', async (variable) => {
       const holder = await holders[variable]!();
       const env = { ...(await ownEnv()), [variable]: String(holder.port) };
-      const run = launch(env, 'npm');
-      const began = Date.now();
       try {
-        const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
-        expect(code, `still running after 60s:\n${run.output().slice(-3000)}`).not.toBe('running');
-        expect(code).toBe(1);
-        expect(Date.now() - began).toBeLessThan(60_000);
-        expect(run.output()).toMatch(new RegExp(`port ${holder.port} for .* is already in use .*set ${variable} to a free port`));
-        expect(run.output()).not.toContain('Temporal dev server ready');
-        expect(run.output()).not.toContain('cluster listening');
-        expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
+        const output = await failsAtOnce(env);
+        expect(output).toMatch(new RegExp(`port ${holder.port} for .* is already in use: set ${variable} to a free port`));
         expect(await portFree(holder.port), 'the holder keeps its port').toBe(false);
       } finally {
-        killLeftovers(descendants(run.child.pid!), env.DATA_DIR);
         await holder.release();
+        fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe('one DATA_DIR, one run', () => {
+    it('a DATA_DIR another run holds: fails at once naming it and the pid, starts nothing', async () => {
+      const env = await ownEnv();
+      // This test's own process stands for the run that holds the directory: alive, and not us.
+      const lock = path.join(env.DATA_DIR, 'npm-start.pid');
+      fs.writeFileSync(lock, String(process.pid));
+      try {
+        const output = await failsAtOnce(env);
+        expect(output).toContain(`DATA_DIR ${env.DATA_DIR} is in use by another npm start (pid ${process.pid})`);
+        expect(fs.readFileSync(lock, 'utf8'), 'the holder keeps the directory').toBe(String(process.pid));
+      } finally {
+        fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+      }
+    });
+
+    it('a lock left by a killed run is taken over (and released at the end)', async () => {
+      const env = await ownEnv();
+      const gone = spawnSync(process.execPath, ['-e', '']).pid;
+      expect(alive(gone)).toBe(false);
+      const lock = path.join(env.DATA_DIR, 'npm-start.pid');
+      fs.writeFileSync(lock, String(gone));
+      // A taken port ends this run right after the lock, so taking the lock over is all it shows.
+      const holder = net.createServer();
+      await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+      env.CLUSTER_PORT = String((holder.address() as net.AddressInfo).port);
+      try {
+        const output = await failsAtOnce(env);
+        expect(output).not.toContain('is in use by another npm start');
+        expect(output).toContain(`port ${env.CLUSTER_PORT} for the reference cluster is already in use`);
+        expect(fs.existsSync(lock), 'released when the run ended').toBe(false);
+      } finally {
+        holder.close();
         fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
       }
     });
