@@ -12,7 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { spawnCluster } from '../../cluster/spawn';
-import { freePort, portFree } from '../../scripts/dev-server';
+import { freePort, portFree, startDevServer } from '../../scripts/dev-server';
+import { ensureTemporalCli } from '../../scripts/temporal-cli';
 import { temporalAddress } from './helpers';
 import { alive, descendants, processesMentioning } from './processes';
 
@@ -172,6 +173,13 @@ describe('npm start', () => {
         fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
       }
     });
+  });
+
+  it('the dev server start never takes another server on its port for its own', async () => {
+    // No port check before it: the start itself must see that its child did not start, though the port answers.
+    const port = Number(temporalAddress().split(':')[1]);
+    const start = startDevServer({ executable: await ensureTemporalCli(), dbFile: null, port, uiPort: null });
+    await expect(start).rejects.toThrow(/exited .* at start: .*address already in use/s);
   });
 
   describe('one DATA_DIR, one run', () => {
