@@ -243,6 +243,27 @@ describe('npm start', () => {
     }
   });
 
+  it('SIGTERM while it is still starting stops what has started and what is starting', async () => {
+    const env = await ownEnv();
+    const run = launch(env, 'node');
+    let started: number[] = [];
+    try {
+      // The cluster is up in a second or two; the dev server and the worker take longer.
+      await waitFor(() => run.output().includes('cluster listening'), 120_000, () => `no cluster: ${run.output().slice(-2000)}`);
+      expect(run.output()).not.toContain('live rebalancer is running');
+      started = descendants(run.child.pid!);
+      run.child.kill('SIGTERM');
+      const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
+      expect(code, `exit code after SIGTERM (running: still running after 60s):\n${run.output().slice(-3000)}`).toBe(0);
+      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+      expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
+      expect(lastLine(run.output())).toContain(STOPPED);
+    } finally {
+      killLeftovers(started, env.DATA_DIR);
+      fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+    }
+  });
+
   it('SIGKILL of the start process: the dev server and the cluster it started exit by themselves', async () => {
     const env = await ownEnv();
     const run = await start(env);
