@@ -232,6 +232,7 @@ describe('npm start', () => {
       process.kill(npmPid, 'SIGTERM');
       const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
       expect(code, `npm start's exit code after SIGTERM (null: killed, or still running after 60s):\n${run.output().slice(-3000)}`).toBe(0);
+      expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR when npm exits').toEqual([]);
       await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
       for (const variable of ['TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'CLUSTER_PORT']) {
         expect(await portFree(Number(env[variable])), `${variable} is free again`).toBe(true);
@@ -255,8 +256,9 @@ describe('npm start', () => {
       run.child.kill('SIGTERM');
       const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
       expect(code, `exit code after SIGTERM (running: still running after 60s):\n${run.output().slice(-3000)}`).toBe(0);
-      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+      // Gone when it exits, not later: a child the kernel or a closed pipe ends after our exit was not stopped by us.
       expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
+      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
       expect(lastLine(run.output())).toContain(STOPPED);
     } finally {
       killLeftovers(started, env.DATA_DIR);
