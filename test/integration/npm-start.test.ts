@@ -51,9 +51,28 @@ async function waitFor(done: () => boolean, ms: number, failure: () => string): 
   }
 }
 
-function exitOf(child: ChildProcess): Promise<number | null> {
+/** The exit code (null: killed by a signal), or 'running' if it has not exited within `ms`. */
+function exitWithin(child: ChildProcess, ms: number): Promise<number | null | 'running'> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('running'), ms);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/**
+ * After a SIGTERM: exit code 0, no child left at the moment it exits (one that the kernel or a closed pipe
+ * ends later was not stopped by it), everything below it gone, and the stopped line last.
+ */
+async function expectStoppedEverything(run: { child: ChildProcess; output: () => string }, started: number[], dataDir: string): Promise<void> {
+  const code = await exitWithin(run.child, 60_000);
+  expect(code, `exit code after SIGTERM (null: killed):\n${run.output().slice(-3000)}`).toBe(0);
+  expect(processesMentioning(dataDir), 'processes left with its DATA_DIR when it exits').toEqual([]);
+  await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+  expect(lastLine(run.output())).toContain(STOPPED);
 }
 
 /** Free ports, a temporary DATA_DIR and no TEMPORAL_ADDRESS or CLUSTER_URL: a run that starts everything itself. */
@@ -76,8 +95,7 @@ async function ownEnv(): Promise<NodeJS.ProcessEnv & { DATA_DIR: string }> {
 async function failsAtOnce(env: NodeJS.ProcessEnv & { DATA_DIR: string }): Promise<string> {
   const run = launch(env, 'npm');
   try {
-    const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
-    expect(code, `exit code (running: still running after 60s):\n${run.output().slice(-3000)}`).toBe(1);
+    expect(await exitWithin(run.child, 60_000), `exit code:\n${run.output().slice(-3000)}`).toBe(1);
     expect(run.output()).not.toContain('Temporal dev server ready');
     expect(run.output()).not.toContain('cluster listening');
     expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
@@ -230,14 +248,10 @@ describe('npm start', () => {
       expect(started).toEqual(expect.arrayContaining(servers));
 
       process.kill(npmPid, 'SIGTERM');
-      const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
-      expect(code, `npm start's exit code after SIGTERM (null: killed, or still running after 60s):\n${run.output().slice(-3000)}`).toBe(0);
-      expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR when npm exits').toEqual([]);
-      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+      await expectStoppedEverything(run, started, env.DATA_DIR);
       for (const variable of ['TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'CLUSTER_PORT']) {
         expect(await portFree(Number(env[variable])), `${variable} is free again`).toBe(true);
       }
-      expect(lastLine(run.output())).toContain(STOPPED);
     } finally {
       killLeftovers(started, env.DATA_DIR);
       fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
@@ -254,12 +268,7 @@ describe('npm start', () => {
       expect(run.output()).not.toContain('live rebalancer is running');
       started = descendants(run.child.pid!);
       run.child.kill('SIGTERM');
-      const code = await Promise.race([exitOf(run.child), new Promise<'running'>((r) => setTimeout(() => r('running'), 60_000))]);
-      expect(code, `exit code after SIGTERM (running: still running after 60s):\n${run.output().slice(-3000)}`).toBe(0);
-      // Gone when it exits, not later: a child the kernel or a closed pipe ends after our exit was not stopped by us.
-      expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
-      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
-      expect(lastLine(run.output())).toContain(STOPPED);
+      await expectStoppedEverything(run, started, env.DATA_DIR);
     } finally {
       killLeftovers(started, env.DATA_DIR);
       fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
