@@ -5,6 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
+import { onPath } from './temporal-cli';
 
 export interface DevServer {
   address: string;
@@ -22,6 +23,8 @@ export interface DevServerOptions {
   uiPort?: number | null;
   namespace?: string;
   log?: (line: string) => void;
+  /** Aborted while starting: the child is stopped and the start rejects. */
+  signal?: AbortSignal;
 }
 
 export async function freePort(): Promise<number> {
@@ -36,7 +39,28 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Whether `port` can be listened on at 127.0.0.1 now (the address every local server here uses). */
+export async function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolve(false) : reject(err)));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */
+export async function stopChild(child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timeout = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timeout);
+}
+
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  options.signal?.throwIfAborted();
   const port = options.port ?? (await freePort());
   const uiPort = options.uiPort === undefined ? await freePort() : options.uiPort;
   if (options.dbFile) fs.mkdirSync(path.dirname(options.dbFile), { recursive: true });
@@ -55,45 +79,67 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     ...SEARCH_ATTRIBUTES.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
     ...(uiPort === null ? ['--headless'] : ['--ui-port', String(uiPort)]),
   ];
-  const child = spawn(options.executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Where util-linux's setpriv exists (Linux), the kernel sends the server SIGTERM when this process dies,
+  // even by SIGKILL, so a killed parent leaves no dev server holding its ports.
+  const setpriv = onPath('setpriv');
+  const child = setpriv
+    ? spawn(setpriv, ['--pdeathsig', 'TERM', '--', options.executable, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(options.executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
+  // The CLI prints "Server:  localhost:<port>" once its server has started; it exits at once when it cannot bind.
+  const banner = new RegExp(`^Server:\\s+\\S+:${port}\\s*$`, 'm');
+  let started = false;
   const keep = (chunk: Buffer): void => {
     output = (output + chunk.toString()).slice(-4000);
+    started ||= banner.test(output);
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
   const address = `127.0.0.1:${port}`;
+  const stopStarting = (): void => void stopChild(child, 10_000);
+  options.signal?.addEventListener('abort', stopStarting, { once: true });
 
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      throw new Error(`the Temporal dev server exited with ${child.exitCode} at start: ${output.trim()}`);
-    }
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 1000 });
-      await connection.workflowService.getSystemInfo({});
-      await connection.close();
-      break;
-    } catch (err) {
+  try {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      options.signal?.throwIfAborted();
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`the Temporal dev server exited with ${child.exitCode ?? child.signalCode} at start: ${output.trim()}`);
+      }
+      // Our child announced it started and is still alive after the probe: an answer alone may come from
+      // another server on the port.
+      if (started && (await answers(address)) && child.exitCode === null && child.signalCode === null) break;
       if (Date.now() > deadline) {
         child.kill('SIGKILL');
-        throw new Error(`the Temporal dev server did not answer on ${address} within 60s: ${(err as Error).message}`);
+        throw new Error(`the Temporal dev server did not answer on ${address} within 60s: ${output.trim()}`);
       }
       await new Promise((r) => setTimeout(r, 250));
     }
+  } catch (err) {
+    await stopChild(child, 10_000);
+    throw err;
+  } finally {
+    options.signal?.removeEventListener('abort', stopStarting);
   }
   options.log?.(`Temporal dev server ready on ${address}`);
   return {
     address,
     uiUrl: uiPort === null ? null : `http://127.0.0.1:${uiPort}`,
     process: child,
-    async stop() {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      const timeout = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timeout);
-    },
+    stop: () => stopChild(child, 10_000),
   };
+}
+
+async function answers(address: string): Promise<boolean> {
+  try {
+    const connection = await Connection.connect({ address, connectTimeout: 1000 });
+    try {
+      await connection.workflowService.getSystemInfo({});
+    } finally {
+      await connection.close();
+    }
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -14,7 +14,7 @@ const MODULE = `github.com/temporalio/cli/cmd/temporal@${TEMPORAL_CLI_VERSION}`;
 
 export const PROJECT_ROOT = path.resolve(import.meta.dirname, '..');
 
-function onPath(command: string): string | undefined {
+export function onPath(command: string): string | undefined {
   const found = spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' });
   const out = found.stdout.trim();
   return found.status === 0 && out ? out : undefined;
@@ -36,7 +36,7 @@ function linkIntoTools(binary: string): string {
 }
 
 /** Build with `go install`, printing progress, into the cache. */
-async function build(log: (line: string) => void): Promise<string> {
+async function build(log: (line: string) => void, signal?: AbortSignal): Promise<string> {
   const go = onPath('go');
   if (!go) {
     throw new Error(
@@ -55,7 +55,10 @@ async function build(log: (line: string) => void): Promise<string> {
   const child = spawn(go, ['install', '-v', MODULE], {
     env: { ...process.env, GOBIN: dir },
     stdio: ['ignore', 'pipe', 'pipe'],
+    signal,
   });
+  // An abort kills the build; its exit code below reports the failure.
+  child.on('error', (err) => (lastLine = err.message));
   const onData = (chunk: Buffer): void => {
     for (const line of chunk.toString().split('\n')) {
       if (!line.trim()) continue;
@@ -79,13 +82,13 @@ async function build(log: (line: string) => void): Promise<string> {
   return binary;
 }
 
-/** Path of a `temporal` executable: on PATH, in .tools/bin, in the cache, or built now. */
-export async function ensureTemporalCli(log: (line: string) => void = (l) => console.error(l)): Promise<string> {
+/** Path of a `temporal` executable: on PATH, in .tools/bin, in the cache, or built now (stopped by `signal`). */
+export async function ensureTemporalCli(log: (line: string) => void = (l) => console.error(l), signal?: AbortSignal): Promise<string> {
   const existing = onPath('temporal');
   if (existing) return existing;
   const tools = path.join(PROJECT_ROOT, '.tools', 'bin', 'temporal');
   if (fs.existsSync(tools)) return tools;
   const cached = path.join(cacheDir(), 'temporal');
   if (fs.existsSync(cached)) return linkIntoTools(cached);
-  return linkIntoTools(await build(log));
+  return linkIntoTools(await build(log, signal));
 }

@@ -1,28 +1,115 @@
 /**
  * `npm start` as a user runs it: everything comes up and prints the UI's URL, `npx rebalancer` moves a
  * follower, Ctrl-C stops every process, and a second start still knows the move (same .data directory).
+ * As a service: a start beside whatever holds one of its ports fails at once and starts nothing, SIGTERM to
+ * the `npm start` process alone (not its group) stops every process it started, and none outlives a SIGKILL
+ * of the start process (the dev server only where setpriv is on PATH, as on the Linux machines CI uses).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../../scripts/dev-server';
+import { spawnCluster } from '../../cluster/spawn';
+import { freePort, portFree, startDevServer } from '../../scripts/dev-server';
+import { ensureTemporalCli } from '../../scripts/temporal-cli';
+import { temporalAddress } from './helpers';
+import { alive, descendants, processesMentioning } from './processes';
 
 const root = path.resolve(import.meta.dirname, '../..');
+/** What start.ts logs last once every child has exited. */
+const STOPPED = 'stopped: every process npm start ran has exited';
+const lastLine = (output: string): string | undefined => output.trim().split('\n').at(-1);
 
-async function start(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `node scripts/start.ts` (what `npm start` execs), or the real `npm start` with its npm process on top. */
+function launch(env: NodeJS.ProcessEnv, via: 'node' | 'npm'): { child: ChildProcess; output: () => string } {
+  const child =
+    via === 'npm'
+      ? spawn('npm', ['start'], { cwd: root, env: { ...env, npm_config_update_notifier: 'false' }, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 120_000;
-  while (!out.includes('live rebalancer is running')) {
-    if (child.exitCode !== null) throw new Error(`npm start exited with ${child.exitCode}: ${out.slice(-2000)}`);
-    if (Date.now() > deadline) throw new Error(`npm start did not come up: ${out.slice(-2000)}`);
+  return { child, output: () => out };
+}
+
+async function start(env: NodeJS.ProcessEnv, via: 'node' | 'npm' = 'node'): Promise<{ child: ChildProcess; output: () => string }> {
+  const run = launch(env, via);
+  await waitFor(() => run.output().includes('live rebalancer is running'), 180_000, () => {
+    if (run.child.exitCode !== null) throw new Error(`npm start exited with ${run.child.exitCode}: ${run.output().slice(-2000)}`);
+    return `npm start did not come up: ${run.output().slice(-2000)}`;
+  });
+  return run;
+}
+
+async function waitFor(done: () => boolean, ms: number, failure: () => string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(failure());
     await new Promise((r) => setTimeout(r, 200));
   }
-  return { child, output: () => out };
+}
+
+/** The exit code (null: killed by a signal), or 'running' if it has not exited within `ms`. */
+function exitWithin(child: ChildProcess, ms: number): Promise<number | null | 'running'> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('running'), ms);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/**
+ * After a SIGTERM: exit code 0, no child left at the moment it exits (one that the kernel or a closed pipe
+ * ends later was not stopped by it), everything below it gone, and the stopped line last.
+ */
+async function expectStoppedEverything(run: { child: ChildProcess; output: () => string }, started: number[], dataDir: string): Promise<void> {
+  const code = await exitWithin(run.child, 60_000);
+  expect(code, `exit code after SIGTERM (null: killed):\n${run.output().slice(-3000)}`).toBe(0);
+  expect(processesMentioning(dataDir), 'processes left with its DATA_DIR when it exits').toEqual([]);
+  await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+  expect(lastLine(run.output())).toContain(STOPPED);
+}
+
+/** Free ports, a temporary DATA_DIR and no TEMPORAL_ADDRESS or CLUSTER_URL: a run that starts everything itself. */
+async function ownEnv(): Promise<NodeJS.ProcessEnv & { DATA_DIR: string }> {
+  const env: NodeJS.ProcessEnv & { DATA_DIR: string } = {
+    ...process.env,
+    TEMPORAL_PORT: String(await freePort()),
+    TEMPORAL_UI_PORT: String(await freePort()),
+    CLUSTER_PORT: String(await freePort()),
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-start-')),
+    TEMPORAL_TASK_QUEUE: 'npm-start-test',
+    LOG_LEVEL: 'info',
+  };
+  delete env.TEMPORAL_ADDRESS;
+  delete env.CLUSTER_URL;
+  return env;
+}
+
+/** Run `npm start` that must fail before it starts anything: exit code 1 within 60s, no process left. */
+async function failsAtOnce(env: NodeJS.ProcessEnv & { DATA_DIR: string }): Promise<string> {
+  const run = launch(env, 'npm');
+  try {
+    expect(await exitWithin(run.child, 60_000), `exit code:\n${run.output().slice(-3000)}`).toBe(1);
+    expect(run.output()).not.toContain('Temporal dev server ready');
+    expect(run.output()).not.toContain('cluster listening');
+    expect(processesMentioning(env.DATA_DIR), 'processes left with its DATA_DIR').toEqual([]);
+    return run.output();
+  } finally {
+    killLeftovers(descendants(run.child.pid!), env.DATA_DIR);
+  }
+}
+
+/** After a failed test: end what the run left (the pids we recorded and anything naming its DATA_DIR). */
+function killLeftovers(pids: number[], dataDir: string): void {
+  for (const pid of [...pids, ...processesMentioning(dataDir)]) {
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+  }
 }
 
 async function interrupt(child: ChildProcess): Promise<number | null> {
@@ -37,19 +124,8 @@ function rebalancer(env: NodeJS.ProcessEnv, ...args: string[]) {
 
 describe('npm start', () => {
   it('runs everything, moves a follower from the CLI, stops on Ctrl-C and resumes from .data', async () => {
-    const [temporalPort, uiPort, clusterPort] = [await freePort(), await freePort(), await freePort()];
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-start-'));
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      TEMPORAL_PORT: String(temporalPort),
-      TEMPORAL_UI_PORT: String(uiPort),
-      CLUSTER_PORT: String(clusterPort),
-      DATA_DIR: dataDir,
-      TEMPORAL_TASK_QUEUE: 'npm-start-test',
-      LOG_LEVEL: 'info',
-    };
-    delete env.TEMPORAL_ADDRESS;
-    delete env.CLUSTER_URL;
+    const env = await ownEnv();
+    const [uiPort, clusterPort, dataDir] = [Number(env.TEMPORAL_UI_PORT), Number(env.CLUSTER_PORT), env.DATA_DIR];
 
     let run = await start(env);
     try {
@@ -68,7 +144,7 @@ describe('npm start', () => {
     } finally {
       expect(await interrupt(run.child)).toBe(0);
     }
-    expect(run.output()).toContain('"msg":"stopped"');
+    expect(lastLine(run.output())).toContain(STOPPED);
 
     run = await start(env);
     try {
@@ -81,6 +157,135 @@ describe('npm start', () => {
     } finally {
       expect(await interrupt(run.child)).toBe(0);
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  describe('a port another process holds: fails at once naming the port and its variable, starts nothing', () => {
+    /** Each port held by what would really be there: a Temporal server, any listener, a reference cluster. */
+    const holders: Record<string, () => Promise<{ port: number; release(): Promise<void> }>> = {
+      TEMPORAL_PORT: async () => {
+        const [host, port] = temporalAddress().split(':');
+        expect(host, 'the shared dev server listens on this machine').toBe('127.0.0.1');
+        return { port: Number(port), release: async () => undefined };
+      },
+      TEMPORAL_UI_PORT: async () => {
+        const server = net.createServer();
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+        return { port: (server.address() as net.AddressInfo).port, release: () => new Promise((resolve) => server.close(() => resolve())) };
+      },
+      CLUSTER_PORT: async () => {
+        const cluster = await spawnCluster({ clock: 'stepped' });
+        return { port: Number(new URL(cluster.url).port), release: () => cluster.close() };
+      },
+    };
+
+    it.each(Object.keys(holders))('%s', async (variable) => {
+      const holder = await holders[variable]!();
+      const env = { ...(await ownEnv()), [variable]: String(holder.port) };
+      try {
+        const output = await failsAtOnce(env);
+        expect(output).toMatch(new RegExp(`port ${holder.port} for .* is already in use: set ${variable} to a free port`));
+        expect(await portFree(holder.port), 'the holder keeps its port').toBe(false);
+      } finally {
+        await holder.release();
+        fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+      }
+    });
+  });
+
+  it('the dev server start never takes another server on its port for its own', async () => {
+    // No port check before it: the start itself must see that its child did not start, though the port answers.
+    const port = Number(temporalAddress().split(':')[1]);
+    const start = startDevServer({ executable: await ensureTemporalCli(), dbFile: null, port, uiPort: null });
+    await expect(start).rejects.toThrow(/exited .* at start: .*address already in use/s);
+  });
+
+  describe('one DATA_DIR, one run', () => {
+    it('a DATA_DIR another run holds: fails at once naming it and the pid, starts nothing', async () => {
+      const env = await ownEnv();
+      // This test's own process stands for the run that holds the directory: alive, and not us.
+      const lock = path.join(env.DATA_DIR, 'npm-start.pid');
+      fs.writeFileSync(lock, String(process.pid));
+      try {
+        const output = await failsAtOnce(env);
+        expect(output).toContain(`DATA_DIR ${env.DATA_DIR} is in use by another npm start (pid ${process.pid})`);
+        expect(fs.readFileSync(lock, 'utf8'), 'the holder keeps the directory').toBe(String(process.pid));
+      } finally {
+        fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+      }
+    });
+
+    it('a lock left by a killed run is taken over (and released at the end)', async () => {
+      const env = await ownEnv();
+      const gone = spawnSync(process.execPath, ['-e', '']).pid;
+      expect(alive(gone)).toBe(false);
+      const lock = path.join(env.DATA_DIR, 'npm-start.pid');
+      fs.writeFileSync(lock, String(gone));
+      // A taken port ends this run right after the lock, so taking the lock over is all it shows.
+      const holder = net.createServer();
+      await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+      env.CLUSTER_PORT = String((holder.address() as net.AddressInfo).port);
+      try {
+        const output = await failsAtOnce(env);
+        expect(output).not.toContain('is in use by another npm start');
+        expect(output).toContain(`port ${env.CLUSTER_PORT} for the reference cluster is already in use`);
+        expect(fs.existsSync(lock), 'released when the run ended').toBe(false);
+      } finally {
+        holder.close();
+        fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+      }
+    });
+  });
+
+  it('SIGTERM to the npm start process alone stops every process it started, and says so last', async () => {
+    const env = await ownEnv();
+    const run = await start(env, 'npm');
+    const npmPid = run.child.pid!;
+    const started = descendants(npmPid);
+    try {
+      const servers = processesMentioning(env.DATA_DIR);
+      expect(servers.length, 'the dev server and the cluster run with the DATA_DIR on their command lines').toBe(2);
+      expect(started).toEqual(expect.arrayContaining(servers));
+
+      process.kill(npmPid, 'SIGTERM');
+      await expectStoppedEverything(run, started, env.DATA_DIR);
+      for (const variable of ['TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'CLUSTER_PORT']) {
+        expect(await portFree(Number(env[variable])), `${variable} is free again`).toBe(true);
+      }
+    } finally {
+      killLeftovers(started, env.DATA_DIR);
+      fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGTERM while it is still starting stops what has started and what is starting', async () => {
+    const env = await ownEnv();
+    const run = launch(env, 'node');
+    let started: number[] = [];
+    try {
+      // The cluster is up in a second or two; the dev server and the worker take longer.
+      await waitFor(() => run.output().includes('cluster listening'), 120_000, () => `no cluster: ${run.output().slice(-2000)}`);
+      expect(run.output()).not.toContain('live rebalancer is running');
+      started = descendants(run.child.pid!);
+      run.child.kill('SIGTERM');
+      await expectStoppedEverything(run, started, env.DATA_DIR);
+    } finally {
+      killLeftovers(started, env.DATA_DIR);
+      fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGKILL of the start process: the dev server and the cluster it started exit by themselves', async () => {
+    const env = await ownEnv();
+    const run = await start(env);
+    const started = descendants(run.child.pid!);
+    try {
+      expect(processesMentioning(env.DATA_DIR).length, 'the dev server and the cluster are running').toBe(2);
+      run.child.kill('SIGKILL');
+      await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
+    } finally {
+      killLeftovers(started, env.DATA_DIR);
+      fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
     }
   });
 });

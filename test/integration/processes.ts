@@ -1,5 +1,9 @@
-/** The worker as a child process for process-fault tests, killable with SIGKILL (the cluster: cluster/spawn.ts). */
+/**
+ * The worker as a child process for process-fault tests, killable with SIGKILL (the cluster: cluster/spawn.ts),
+ * and what a test needs to find the processes a run left behind (Linux /proc).
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 
@@ -40,4 +44,56 @@ async function spawnTs(entry: string, args: string[], env: Record<string, string
 
 export function spawnWorker(env: { TEMPORAL_ADDRESS: string; TEMPORAL_TASK_QUEUE: string; CLUSTER_URL: string; DATA_DIR: string }): Promise<Child> {
   return spawnTs('worker/main.ts', [], { ...env, LOG_LEVEL: 'info' }, /worker ready/);
+}
+
+/** Parent pid of `pid` from /proc (Linux), or null once it is gone. */
+function parentOf(pid: number): number | null {
+  try {
+    // The command name in field 2 may hold spaces and parentheses: read after its last ')'.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+
+function allPids(): number[] {
+  return fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number);
+}
+
+/** Every live process below `pid` (children, their children, ...). */
+export function descendants(pid: number): number[] {
+  const below: number[] = [];
+  const parents = new Map(allPids().map((p) => [p, parentOf(p)]));
+  let frontier = [pid];
+  while (frontier.length > 0) {
+    const next = [...parents].filter(([, parent]) => parent !== null && frontier.includes(parent)).map(([p]) => p);
+    below.push(...next);
+    frontier = next;
+  }
+  return below;
+}
+
+/** Live processes whose command line contains `text` (for example a test's own temporary directory). */
+export function processesMentioning(text: string): number[] {
+  return allPids().filter((pid) => {
+    try {
+      return pid !== process.pid && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text);
+    } catch {
+      return false;
+    }
+  });
+}
+
+export function alive(pid: number): boolean {
+  // A zombie has exited; only its parent has not collected it yet.
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
 }
