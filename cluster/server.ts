@@ -7,6 +7,7 @@ import pino, { type Logger } from 'pino';
 import type { z } from 'zod';
 import {
   AdvanceRequest,
+  CreatePartitionRequest,
   EventsQuery,
   Fault,
   GuardedWrites,
@@ -250,6 +251,36 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     const detail = sim.fault(f);
     persist();
     return { ok: true, fault: f.fault, detail };
+  });
+
+  // Test controls discovery: a production broker answers 404 here, and the conformance suite skips what it lacks.
+  app.get('/v1/controls', async () => ({
+    clock,
+    offered: [
+      ...(clock === 'stepped' ? ['advance-clock' as const] : []),
+      'faults',
+      'publish',
+      'set-rate',
+      'join-node',
+      'create-partition',
+      'invariants',
+    ],
+  }));
+
+  app.post('/v1/partitions', async (req, reply) => {
+    const body = parse(CreatePartitionRequest, req.body, 'body');
+    if (sim.hasPartition(body.id)) {
+      return reply.code(409).send({ error: 'conflict', message: `partition ${body.id} already exists`, issues: [{ path: 'id', message: 'already exists' }] });
+    }
+    const live = new Map(sim.nodesView().nodes.map((n) => [n.id, n.live]));
+    const unfit = body.replicas.filter((n) => live.get(n) !== true);
+    if (unfit.length > 0) {
+      const message = `replicas must be live registered nodes; not: ${unfit.join(', ')}`;
+      return reply.code(400).send({ error: 'bad_request', message, issues: [{ path: 'replicas', message }] });
+    }
+    const view = sim.createPartition(body.id, body.kind, body.replicas, body.initialMessages);
+    persist();
+    return view;
   });
 
   let crashArmed = options.crashAfterCommit ?? false;

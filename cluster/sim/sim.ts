@@ -228,10 +228,9 @@ export class ClusterSim {
     return node;
   }
 
-  private addPartition(id: string, kind: 'queue' | 'stream', placed: string[], rf: number): void {
+  private addPartition(id: string, kind: 'queue' | 'stream', placed: string[], rf: number, tail = this.config.initialMessages): void {
     const c = this.config;
     const durability = kind === 'stream' ? { mode: 'replica_durable' as const, n: rf } : c.durability;
-    const tail = c.initialMessages;
     const replicas: Record<string, ReplicaState> = {};
     for (const n of placed) replicas[n] = newReplica(tail);
     const p: PartitionState = {
@@ -905,6 +904,17 @@ export class ClusterSim {
     p.publishRate = publishRate;
     this.dirtyPartitions.add(p);
     return this.partitionView(partitionId);
+  }
+
+  /** Test control: a new partition on live nodes, owner first; the caller checked the id is new. */
+  createPartition(id: string, kind: 'queue' | 'stream', replicas: string[], initialMessages?: number): PartitionView {
+    for (const n of replicas) {
+      if (!this.node(n).live) throw new Error(`cannot place ${id} on ${n}: it is down`);
+    }
+    this.addPartition(id, kind, replicas, replicas.length, initialMessages);
+    this.dirtyPartitions.add(this.partition(id));
+    this.generation++;
+    return this.partitionView(id);
   }
 
   // ------------------------------------------------------------------ guarded writes
