@@ -4,6 +4,8 @@
  * one stepped cluster; and the whole suite on a wall-clock cluster that also holds partitions and nodes the
  * suite did not create, which must be exactly as they were afterwards.
  */
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ClusterClient } from '../../cluster/client';
 import { CONFORMANCE_CASES } from '../../cluster/conformance/cases';
@@ -36,6 +38,32 @@ function others(topo: Topology, before: Topology) {
   };
 }
 
+/** Paths only the reference cluster's test controls serve: a production broker answers 404 on them. */
+const CONTROL_ROUTE =
+  /^(GET \/v1\/controls|GET \/v1\/invariants|GET \/v1\/clock|POST \/v1\/clock\/advance|POST \/v1\/faults|POST \/v1\/nodes|POST \/v1\/partitions|POST \/v1\/partitions\/[^/]+\/(publish|rate))(\?|$)/;
+
+/** A proxy in front of the reference cluster that offers the contract only, as a production broker would. */
+async function contractOnly(target: string): Promise<{ url: string; server: Server }> {
+  const upstream = new URL(target);
+  const server = createServer((req, res) => {
+    if (CONTROL_ROUTE.test(`${req.method} ${req.url}`)) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'not_found', message: `no route ${req.method} ${req.url}`, issues: [] }));
+      return;
+    }
+    const forward = request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (reply) => {
+        res.writeHead(reply.statusCode ?? 502, reply.headers);
+        reply.pipe(res);
+      },
+    );
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
 describe('conformance: a fresh reference cluster per case (stepped clock)', () => {
   for (const c of CONFORMANCE_CASES) {
     it(c.name, async () => {
@@ -48,6 +76,50 @@ describe('conformance: a fresh reference cluster per case (stepped clock)', () =
       }
     });
   }
+});
+
+describe('conformance: a broker without test controls', () => {
+  it('runs the cases that need none, skips the others naming the control, and changes nothing', async () => {
+    const cluster = await startEmbedded({ clock: 'wall', nodes: 5, partitions: 4, streams: 1 });
+    const proxy = await contractOnly(cluster.url);
+    try {
+      const client = new ClusterClient(proxy.url);
+      expect(await client.controls()).toBeNull();
+      const before = await client.topology();
+      const outcomes = await runSuite(client, { allowShared: true });
+      console.log(`${summary(outcomes)} (wall clock, no test controls)`);
+      expect(outcomes.filter((o) => o.status === 'fail').map(formatOutcome)).toEqual([]);
+      const runnable = CONFORMANCE_CASES.filter((c) => c.needs.length === 0).map((c) => c.name);
+      expect(outcomes.filter((o) => o.status === 'pass').map((o) => o.name)).toEqual(runnable);
+      for (const o of outcomes.filter((x) => x.status === 'skip')) {
+        expect(o).toMatchObject({ reason: expect.stringMatching(/^needs the test control\(s\) .*create-partition/) });
+      }
+      const after = await client.topology();
+      expect({ nodes: after.nodes, partitions: after.partitions }).toEqual({ nodes: before.nodes, partitions: before.partitions });
+    } finally {
+      await new Promise((resolve) => proxy.server.close(resolve));
+      await cluster.close();
+    }
+  });
+
+  it('describes the test controls apart from the contract in the OpenAPI document', async () => {
+    const cluster = await startEmbedded();
+    try {
+      const doc = (await (await fetch(`${cluster.url}/openapi.json`)).json()) as {
+        tags: { name: string }[];
+        paths: Record<string, Record<string, { tags?: string[] }>>;
+      };
+      expect(doc.tags.map((t) => t.name)).toEqual(['contract', 'test-controls']);
+      for (const [path, item] of Object.entries(doc.paths)) {
+        for (const [method, op] of Object.entries(item)) {
+          const route = `${method.toUpperCase()} ${path.replace('{id}', 'x')}`;
+          expect({ route, tags: op.tags }).toEqual({ route, tags: [CONTROL_ROUTE.test(route) ? 'test-controls' : 'contract'] });
+        }
+      }
+    } finally {
+      await cluster.close();
+    }
+  });
 });
 
 describe('conformance: the whole suite against one long-lived cluster', () => {
