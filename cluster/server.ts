@@ -7,6 +7,7 @@ import pino, { type Logger } from 'pino';
 import type { z } from 'zod';
 import {
   AdvanceRequest,
+  ControlName,
   CreatePartitionRequest,
   EventsQuery,
   Fault,
@@ -254,18 +255,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
   });
 
   // Test controls discovery: a production broker answers 404 here, and the conformance suite skips what it lacks.
-  app.get('/v1/controls', async () => ({
-    clock,
-    offered: [
-      ...(clock === 'stepped' ? ['advance-clock' as const] : []),
-      'faults',
-      'publish',
-      'set-rate',
-      'join-node',
-      'create-partition',
-      'invariants',
-    ],
-  }));
+  const controls = { clock, offered: ControlName.options.filter((c) => c !== 'advance-clock' || clock === 'stepped') };
+  app.get('/v1/controls', async () => controls);
 
   app.post('/v1/partitions', async (req, reply) => {
     const body = parse(CreatePartitionRequest, req.body, 'body');

@@ -55,10 +55,8 @@ function unmet(c: ConformanceCase, suite: SuiteContext): string | null {
 export async function runCase(c: ConformanceCase, suite: SuiteContext): Promise<Outcome> {
   const why = unmet(c, suite);
   if (why !== null) return { name: c.name, status: 'skip', reason: why };
-  const checksInvariants = offers(suite, 'invariants');
-  const breaches = async () => (checksInvariants ? (await suite.client.invariants()).breaches : []);
+  const breaches = async () => (offers(suite, 'invariants') ? (await suite.client.invariants()).breaches : []);
   const h = new Harness(suite);
-  let outcome: Outcome;
   try {
     const before = (await breaches()).length;
     try {
@@ -67,15 +65,14 @@ export async function runCase(c: ConformanceCase, suite: SuiteContext): Promise<
       await h.cleanup();
     }
     const after = await breaches();
-    outcome =
-      after.length > before
-        ? { name: c.name, status: 'fail', reason: `invariant breach during the case: ${JSON.stringify(after[before]).slice(0, 400)}` }
-        : { name: c.name, status: 'pass' };
+    if (after.length > before) {
+      return { name: c.name, status: 'fail', reason: `invariant breach during the case: ${JSON.stringify(after[before]).slice(0, 400)}` };
+    }
+    return { name: c.name, status: 'pass' };
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
-    outcome = { name: c.name, status: err instanceof Skip ? 'skip' : 'fail', reason };
+    return { name: c.name, status: err instanceof Skip ? 'skip' : 'fail', reason };
   }
-  return outcome;
 }
 
 export function formatOutcome(o: Outcome): string {
