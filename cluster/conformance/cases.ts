@@ -16,7 +16,8 @@ import {
   type SyncBudget,
   type WriteAccepted,
 } from '../contract';
-import { CheckFailed, Harness, Skip, WRITE_NAMES, check, checkEqual, plausibleBody, replicasOf, show } from './harness';
+import { CheckFailed, Skip, WRITE_NAMES, check, checkEqual, plausibleBody, replicasOf, show } from './checks';
+import type { Harness } from './harness';
 
 export interface ConformanceCase {
   name: string;
@@ -84,10 +85,13 @@ async function admitLearner(h: Harness, p: Partition, node: string): Promise<Par
   return after;
 }
 
-/** Add `node` as a learner and stall its transfer, so that it stays unadmitted (and holds its slot). */
+/**
+ * Add `node` as a learner whose transfer is stalled from the start, so that it stays unadmitted (and holds
+ * its slot) however fast a wall clock runs.
+ */
 async function pendingLearner(h: Harness, partition: string, node: string): Promise<void> {
-  await h.accept(partition, 'add-learner', { node });
   await h.fault({ fault: 'stall-transfer', partition, node, stalled: true });
+  await h.accept(partition, 'add-learner', { node });
   const r = await h.record(partition);
   check(!r.history.some((x) => x.node === node), `setup: ${node} not admitted on ${partition} yet`);
 }
@@ -757,10 +761,10 @@ conformance('idempotency: the same key again returns the first reply', [F], asyn
   const spare = await h.spareNode();
   const key = h.key('retry');
   const request = { node: spare, expectedGeneration: p.generation, idempotencyKey: key };
-  const first = await h.client.write(p.id, 'add-learner', request);
-  check(first.ok, `first add-learner accepted: ${show(first)}`);
   // Stalled, the learner is not admitted meanwhile (an admission would raise the generation).
   await h.fault({ fault: 'stall-transfer', partition: p.id, node: spare, stalled: true });
+  const first = await h.client.write(p.id, 'add-learner', request);
+  check(first.ok, `first add-learner accepted: ${show(first)}`);
   const second = await h.client.write(p.id, 'add-learner', request);
   checkEqual(second, first, 'retried reply');
   const now = await h.record(p.id);

@@ -5,10 +5,8 @@
  * stepped clock, polling with backoff under a wall clock), and the cleanup that runs after every case.
  */
 import { randomBytes } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
 import { ClusterClient } from '../client';
 import {
-  GuardedWrites,
   type ClusterEvent,
   type ControlName,
   type Controls,
@@ -23,59 +21,13 @@ import {
   type WriteRefused,
   type WriteReply,
 } from '../contract';
-
-export class CheckFailed extends Error {
-  override name = 'CheckFailed';
-}
-
-/** Thrown by a case this broker cannot host (reported as skipped with the reason, never as passed). */
-export class Skip extends Error {
-  override name = 'Skip';
-}
-
-export function check(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new CheckFailed(message);
-}
-
-export function checkEqual(actual: unknown, expected: unknown, what: string): void {
-  if (!isDeepStrictEqual(actual, expected)) {
-    throw new CheckFailed(`${what}: expected ${show(expected)}, got ${show(actual)}`);
-  }
-}
-
-export function show(value: unknown): string {
-  const text = JSON.stringify(value);
-  return text === undefined ? String(value) : text.length > 400 ? `${text.slice(0, 400)}...` : text;
-}
-
-/** Every node that holds an assigned copy of the partition (retained copies are not assigned). */
-export function replicasOf(p: Partition): string[] {
-  const nodes = [p.owner, ...p.followers, ...p.learners];
-  if (p.leaving !== null) nodes.push(p.leaving);
-  return nodes;
-}
-
-/** A queue partition with nothing in flight: the starting point of every move scenario. */
-export function isQuiet(p: Partition, liveNodes: Set<string>): boolean {
-  return (
-    p.kind === 'queue' &&
-    p.pendingRecovery === null &&
-    p.learners.length === 0 &&
-    p.leaving === null &&
-    p.admission === 'open' &&
-    p.followers.length >= 1 &&
-    p.history.every((h) => !h.suspended) &&
-    replicasOf(p).every((n) => liveNodes.has(n))
-  );
-}
+import { CheckFailed, Skip, check, checkEqual, isQuiet, replicasOf, show, type GuardFree } from './checks';
 
 /** Every partition and node the conformance suite creates starts with this; anything else is not its own. */
 export const SUITE_PREFIX = 'conf-';
 /** Copies of each partition the suite creates, and the messages its log starts with (a quick catch-up). */
 export const SUITE_REPLICATION = 3;
 export const SUITE_INITIAL_MESSAGES = 10_000;
-
-type GuardFree<N extends GuardedWriteName> = Omit<GuardedWriteRequest<N>, 'expectedGeneration' | 'idempotencyKey'>;
 
 export interface RawReply {
   status: number;
@@ -492,25 +444,3 @@ export class Harness {
     return { status: res.status, json, text };
   }
 }
-
-/** Body shapes for each write, so cases can send every write with plausible arguments. */
-export function plausibleBody(
-  write: GuardedWriteName,
-  p: Partition,
-  spare: string,
-): GuardFree<GuardedWriteName> {
-  const follower = p.followers[0] ?? p.owner;
-  const bodies: { [N in GuardedWriteName]: GuardFree<N> } = {
-    'add-learner': { node: spare },
-    'drop-learner': { node: p.learners[0] ?? spare },
-    swap: { learner: p.learners[0] ?? spare, leaving: follower },
-    'remove-leaving': { node: p.leaving ?? follower },
-    'promote-learner': { node: p.learners[0] ?? spare },
-    'close-admission': {},
-    'commit-owner': { newOwner: follower, certificate: { finalBoundary: 0, epoch: p.epoch } },
-    'reopen-admission': {},
-  };
-  return bodies[write];
-}
-
-export const WRITE_NAMES = Object.keys(GuardedWrites) as GuardedWriteName[];

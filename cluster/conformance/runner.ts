@@ -7,7 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { ClusterClient } from '../client';
 import { CONFORMANCE_CASES, type ConformanceCase } from './cases';
-import { Harness, SUITE_PREFIX, Skip, offers, type SuiteContext } from './harness';
+import { CheckFailed, Skip } from './checks';
+import { Harness, SUITE_PREFIX, offers, type SuiteContext } from './harness';
 
 export type Outcome = { name: string; status: 'pass' } | { name: string; status: 'fail' | 'skip'; reason: string };
 
@@ -57,22 +58,33 @@ export async function runCase(c: ConformanceCase, suite: SuiteContext): Promise<
   if (why !== null) return { name: c.name, status: 'skip', reason: why };
   const breaches = async () => (offers(suite, 'invariants') ? (await suite.client.invariants()).breaches : []);
   const h = new Harness(suite);
+  let failure: unknown = null;
+  let before = 0;
   try {
-    const before = (await breaches()).length;
-    try {
-      await c.run(h);
-    } finally {
-      await h.cleanup();
-    }
-    const after = await breaches();
-    if (after.length > before) {
-      return { name: c.name, status: 'fail', reason: `invariant breach during the case: ${JSON.stringify(after[before]).slice(0, 400)}` };
-    }
-    return { name: c.name, status: 'pass' };
+    before = (await breaches()).length;
+    await c.run(h);
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    return { name: c.name, status: err instanceof Skip ? 'skip' : 'fail', reason };
+    failure = err;
   }
+  try {
+    await h.cleanup();
+    const after = await breaches();
+    if (after.length > before) failure = also(failure, `invariant breach during the case: ${JSON.stringify(after[before]).slice(0, 400)}`);
+  } catch (err) {
+    // A case that could not clean up after itself fails, whatever it found before.
+    failure = also(failure, `cleanup failed: ${messageOf(err)}`);
+  }
+  if (failure === null) return { name: c.name, status: 'pass' };
+  return { name: c.name, status: failure instanceof Skip ? 'skip' : 'fail', reason: messageOf(failure) };
+}
+
+/** A failure that adds `problem` to what the case already found. */
+function also(failure: unknown, problem: string): CheckFailed {
+  return new CheckFailed(failure === null ? problem : `${messageOf(failure)}; then ${problem}`);
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 export function formatOutcome(o: Outcome): string {

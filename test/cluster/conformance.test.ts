@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { ClusterClient } from '../../cluster/client';
 import { CONFORMANCE_CASES } from '../../cluster/conformance/cases';
 import { startEmbedded } from '../../cluster/conformance/embedded';
-import { replicasOf } from '../../cluster/conformance/harness';
+import { replicasOf } from '../../cluster/conformance/checks';
 import {
   SharedBrokerError,
   formatOutcome,
@@ -139,13 +139,14 @@ describe('conformance: the whole suite against one long-lived cluster', () => {
     { timeout: 600_000 },
     async () => {
       // Shaped like `npm start`'s cluster (5 nodes, 12 queues, 1 stream), with a grace period short enough to
-      // watch a retained copy expire and transfers fast enough to keep the run short.
+      // watch a retained copy expire and transfers fast enough to keep the run short; recovery waits long
+      // enough for every refusal of a pending recovery to be seen on a loaded machine.
       const cluster = await startEmbedded({
         clock: 'wall',
         nodes: 5,
         partitions: 12,
         streams: 1,
-        config: { retainGraceMs: 3_000, transferBytesPerSec: 16 * 1024 * 1024 },
+        config: { retainGraceMs: 3_000, transferBytesPerSec: 16 * 1024 * 1024, recoveryDelayMs: 4_000 },
       });
       try {
         const client = new ClusterClient(cluster.url);
