@@ -151,12 +151,18 @@ export class Harness {
     return p;
   }
 
+  private requireCreate(): void {
+    if (!this.mayCreate()) {
+      throw new Skip('needs partitions and nodes of its own, which this run may not create (read-only, or no create-partition/join-node control)');
+    }
+  }
+
   private requireControl(control: ControlName): void {
     if (!this.offers(control)) throw new Skip(`needs the test control ${control}, which this broker does not offer`);
   }
 
   private async createPartition(kind: 'queue' | 'stream', copies: number, isolated = false): Promise<Partition> {
-    this.requireControl('create-partition');
+    this.requireCreate();
     const topo = await this.client.topology();
     const replicas = isolated ? await this.spareNodes(copies, topo) : await this.placement(copies, topo);
     if (isolated) for (const n of replicas) this.reserved.add(n);
@@ -197,7 +203,7 @@ export class Harness {
     for (const t of budget.transfers) busy.add(t.node);
     const out = topo.nodes.filter((n) => this.mine(n.id) && n.live && !n.draining && !busy.has(n.id)).map((n) => n.id);
     while (out.length < count) {
-      this.requireControl('join-node');
+      this.requireCreate();
       this.ctx.created.nodes += 1;
       const id = `${SUITE_PREFIX}${this.runId}-n${this.ctx.created.nodes}`;
       if (topo.nodes.some((n) => n.id === id)) continue;
