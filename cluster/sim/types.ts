@@ -36,8 +36,6 @@ export interface SimConfig {
   clusterLimit: number;
   recoveryDelayMs: number;
   retainGraceMs: number;
-  /** Test-only: remove-leaving skips the boundary check, so tests can show the checker catching the loss. */
-  unsafeSkipBoundaryCheck: boolean;
 }
 
 export const defaultConfig: SimConfig = {
@@ -56,7 +54,6 @@ export const defaultConfig: SimConfig = {
   clusterLimit: 8,
   recoveryDelayMs: 2_000,
   retainGraceMs: 600_000,
-  unsafeSkipBoundaryCheck: false,
 };
 
 export interface NodeState {
@@ -83,6 +80,8 @@ export interface ReplicaState {
   ckpt: Checkpoint | null;
   /** A sync-budget slot held by this replica's transfer. */
   slot: 'recovery' | 'rebalance' | null;
+  /** A rebalancing transfer that gave its slot to a waiting recovery transfer (not stalled: nothing is wrong). */
+  pausedForRecovery: boolean;
   stalledSince: number | null;
 }
 
