@@ -405,13 +405,14 @@ conformance('swap: the owner or a non-replica as leaving is refused not_a_follow
   await h.refuse(p.id, 'swap', { learner: spare, leaving: stranger }, 'not_a_follower');
 });
 
-conformance('swap: closed admission is refused admission_closed', [], async (h) => {
-  const p = await h.quietQueue();
+conformance('closed admission: every write but commit-owner and reopen-admission is refused admission_closed', [], async (h) => {
+  // While admission is closed nothing may change who counts (the note): only the handoff's own writes pass.
+  const p = await h.quietQueue({ minFollowers: 2 });
   const spare = await h.spareNode();
-  // close-admission refuses while a learner is in flight, so close first and let the learner catch up.
   await h.accept(p.id, 'close-admission', {});
-  await admitLearner(h, p, spare);
-  await h.refuse(p.id, 'swap', { learner: spare, leaving: p.followers[0]! }, 'admission_closed');
+  for (const write of WRITE_NAMES.filter((w) => w !== 'commit-owner' && w !== 'reopen-admission')) {
+    await h.refuse(p.id, write, plausibleBody(write, p, spare), 'admission_closed');
+  }
 });
 
 conformance('swap: boundary B is the confirmed tail, the learner counts and the old follower is leaving', [F, P], async (h) => {
