@@ -9,6 +9,7 @@ import {
   ClockState,
   Controls,
   CreatePartitionRequest,
+  DeleteReply,
   EventsPage,
   FaultReply,
   GuardedWrites,
@@ -63,7 +64,7 @@ export class ClusterClient {
 
   private async request<S extends z.ZodType>(
     schema: S,
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     path: string,
     body?: unknown,
     okStatuses: number[] = [200],
@@ -169,6 +170,14 @@ export class ClusterClient {
 
   createPartition(request: z.input<typeof CreatePartitionRequest>): Promise<PartitionView> {
     return this.request(PartitionView, 'POST', '/v1/partitions', request);
+  }
+
+  deletePartition(id: string): Promise<z.infer<typeof DeleteReply>> {
+    return this.request(DeleteReply, 'DELETE', `/v1/partitions/${encodeURIComponent(id)}`);
+  }
+
+  deleteNode(id: string): Promise<z.infer<typeof DeleteReply>> {
+    return this.request(DeleteReply, 'DELETE', `/v1/nodes/${encodeURIComponent(id)}`);
   }
 
   fault(fault: Fault): Promise<z.infer<typeof FaultReply>> {

@@ -375,7 +375,8 @@ export type InvariantsReport = z.infer<typeof InvariantsReport>;
 //
 // Everything above is the contract: what every broker offers the rebalancer. Everything below is the
 // reference cluster's optional test controls, tagged "test-controls" in the OpenAPI document: a stepped clock,
-// fault injection (set-draining included), publishing, publish rates, joining nodes and creating partitions.
+// fault injection (set-draining included), publishing, publish rates, joining and deleting nodes, creating and
+// deleting partitions.
 // A production broker offers none of them (`GET /v1/controls` answers 404); `GET /v1/invariants` belongs
 // with them in spirit: only a broker that checks its own invariants can serve it. The conformance suite reads
 // `GET /v1/controls` and skips, with the reason, every case that needs a control the broker does not offer.
@@ -394,6 +395,10 @@ export const ControlName = z.enum([
   'join-node',
   /** `POST /v1/partitions`. */
   'create-partition',
+  /** `DELETE /v1/partitions/{id}`: forgets a partition, so a test leaves the topology as it found it. */
+  'delete-partition',
+  /** `DELETE /v1/nodes/{id}`: removes a node that holds no replica, retained copy or stalled transfer. */
+  'delete-node',
   /** `GET /v1/invariants`. */
   'invariants',
 ]);
@@ -428,6 +433,8 @@ export const CreatePartitionRequest = z
   })
   .strict();
 export type CreatePartitionRequest = z.infer<typeof CreatePartitionRequest>;
+/** What a delete control removed. A node still in use is refused 409 (conflict) naming every use. */
+export const DeleteReply = z.object({ deleted: z.enum(['node', 'partition']), id: z.string() });
 
 export const Fault = z.discriminatedUnion('fault', [
   z.object({ fault: z.literal('crash-node'), node: NodeId }).strict(),

@@ -35,6 +35,7 @@ const components = {
   SetRateRequest: c.SetRateRequest,
   JoinNodeRequest: c.JoinNodeRequest,
   CreatePartitionRequest: c.CreatePartitionRequest,
+  DeleteReply: c.DeleteReply,
   Fault: c.Fault,
   FaultReply: c.FaultReply,
   BadRequest: c.BadRequest,
@@ -45,7 +46,14 @@ const ref = (name: Name) => ({ $ref: `#/components/schemas/${name}` });
 const json = (name: Name, description: string) => ({ description, content: { 'application/json': { schema: ref(name) } } });
 const bad = json('BadRequest', 'Malformed or invalid input; nothing changed');
 const notFound = json('BadRequest', 'Unknown partition or node');
-const partitionParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+/** The id of a partition or node, as the path names it. */
+const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+
+function del(summary: string, conflict?: string) {
+  const responses: Record<string, unknown> = { '200': json('DeleteReply', 'Deleted'), '404': notFound };
+  if (conflict !== undefined) responses['409'] = json('BadRequest', conflict);
+  return { delete: { summary, parameters: [idParam], responses } };
+}
 
 const writeRequests: Record<c.GuardedWriteName, Name> = {
   'add-learner': 'AddLearnerRequest',
@@ -86,7 +94,7 @@ function tagged(tag: 'contract' | 'test-controls', item: Record<string, object>)
 
 const CONTROLS_DESCRIPTION =
   'Optional: the reference cluster\'s test controls (a stepped clock, fault injection, publishing, publish rates, ' +
-  'joining nodes, creating partitions, its own invariant checks). No broker needs them to be moved live; a broker ' +
+  'joining and deleting nodes, creating and deleting partitions, its own invariant checks). No broker needs them to be moved live; a broker ' +
   'that offers none answers 404 on GET /v1/controls, and the conformance suite skips the cases that need them.';
 
 export function openApiDocument(): Record<string, unknown> {
@@ -95,14 +103,17 @@ export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, unknown> = {
     '/healthz': contract({ get: { summary: 'Liveness', responses: { '200': { description: 'Serving' } } } }),
     '/v1/topology': contract(get('Nodes and partitions with the coordination generation', 'Topology')),
-    '/v1/partitions/{id}': contract(
-      get('One partition with its progress', 'PartitionView', {
-        parameters: [partitionParam],
-      }),
-    ),
+    '/v1/partitions/{id}': {
+      ...contract(
+        get('One partition with its progress', 'PartitionView', {
+          parameters: [idParam],
+        }),
+      ),
+      ...control(del('Forget a partition: its transfer slots and retained copies go with it; the feed keeps its events')),
+    },
     '/v1/partitions/{id}/progress': contract(
       get('Durable progress of every replica', 'Progress', {
-        parameters: [partitionParam],
+        parameters: [idParam],
       }),
     ),
     '/v1/sync-budget': contract(get('Transfer slots in use per node and cluster-wide', 'SyncBudget')),
@@ -132,18 +143,19 @@ export function openApiDocument(): Record<string, unknown> {
     }),
     '/v1/partitions/{id}/publish': control(
       post('Publish messages now', 'PublishRequest', 'PublishReply', {
-        parameters: [partitionParam],
+        parameters: [idParam],
       }),
     ),
     '/v1/partitions/{id}/rate': control(
       post('Set the publish rate', 'SetRateRequest', 'PartitionView', {
-        parameters: [partitionParam],
+        parameters: [idParam],
       }),
     ),
     '/v1/nodes': {
       ...contract(get('Just the nodes (what a move checks), without every partition record', 'NodesView')),
       ...control(post('Join a new empty node', 'JoinNodeRequest', 'Node')),
     },
+    '/v1/nodes/{id}': control(del('Remove a node that holds nothing', 'The node still holds a replica, a retained copy or a stalled transfer')),
     '/v1/faults': control(post('Inject a fault', 'Fault', 'FaultReply')),
   };
   for (const [write, body] of Object.entries(writeRequests)) {
@@ -151,7 +163,7 @@ export function openApiDocument(): Record<string, unknown> {
       post: {
         tags: ['contract'],
         summary: `Guarded write: ${write}`,
-        parameters: [partitionParam],
+        parameters: [idParam],
         requestBody: { required: true, content: { 'application/json': { schema: ref(body) } } },
         responses: {
           '200': json('WriteAccepted', 'Accepted'),

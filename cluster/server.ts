@@ -277,6 +277,27 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     return view;
   });
 
+  app.delete('/v1/partitions/:id', async (req) => {
+    const id = partitionOf(req.params);
+    sim.deletePartition(id);
+    store.delete('partition', id, sim.takeChanges());
+    notify();
+    return { deleted: 'partition', id };
+  });
+
+  app.delete('/v1/nodes/:id', async (req, reply) => {
+    const { id } = req.params as { id: string };
+    const uses = sim.nodeInUse(id);
+    if (uses.length > 0) {
+      const message = `node ${id} is still in use (${uses.join(', ')}); delete or move what it holds first`;
+      return reply.code(409).send({ error: 'conflict', message, issues: [{ path: 'id', message: 'still in use' }] });
+    }
+    sim.deleteNode(id);
+    store.delete('node', id, sim.takeChanges());
+    notify();
+    return { deleted: 'node', id };
+  });
+
   app.post('/v1/partitions/:id/:write', async (req, reply) => {
     const { write } = req.params as { id: string; write: string };
     if (!Object.hasOwn(GuardedWrites, write)) throw notFound(`no guarded write ${write}`);

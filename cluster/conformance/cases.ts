@@ -29,8 +29,8 @@ export interface ConformanceCase {
 }
 
 const cases: ConformanceCase[] = [];
-/** Every case that writes works on partitions and nodes the suite creates for itself. */
-const OWN: ControlName[] = ['create-partition', 'join-node'];
+/** Every case that writes works on partitions and nodes the suite creates for itself, and deletes afterwards. */
+const OWN: ControlName[] = ['create-partition', 'join-node', 'delete-partition', 'delete-node'];
 const F: ControlName = 'faults';
 const P: ControlName = 'publish';
 
@@ -953,7 +953,7 @@ const CONTRACT_PATHS: { path: string; method: 'get' | 'post' }[] = [
   { path: '/v1/events', method: 'get' },
   ...WRITE_NAMES.map((w) => ({ path: `/v1/partitions/{}/${w}`, method: 'post' as const })),
 ];
-const CONTROL_PATHS: Record<ControlName, { path: string; method: 'get' | 'post' }[]> = {
+const CONTROL_PATHS: Record<ControlName, { path: string; method: 'get' | 'post' | 'delete' }[]> = {
   'advance-clock': [
     { path: '/v1/clock', method: 'get' },
     { path: '/v1/clock/advance', method: 'post' },
@@ -963,6 +963,8 @@ const CONTROL_PATHS: Record<ControlName, { path: string; method: 'get' | 'post' 
   'set-rate': [{ path: '/v1/partitions/{}/rate', method: 'post' }],
   'join-node': [{ path: '/v1/nodes', method: 'post' }],
   'create-partition': [{ path: '/v1/partitions', method: 'post' }],
+  'delete-partition': [{ path: '/v1/partitions/{}', method: 'delete' }],
+  'delete-node': [{ path: '/v1/nodes/{}', method: 'delete' }],
   invariants: [{ path: '/v1/invariants', method: 'get' }],
 };
 
