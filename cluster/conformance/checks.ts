@@ -38,20 +38,6 @@ export function replicasOf(p: Partition): string[] {
   return nodes;
 }
 
-/** A queue partition with nothing in flight: the starting point of every move scenario. */
-export function isQuiet(p: Partition, liveNodes: Set<string>): boolean {
-  return (
-    p.kind === 'queue' &&
-    p.pendingRecovery === null &&
-    p.learners.length === 0 &&
-    p.leaving === null &&
-    p.admission === 'open' &&
-    p.followers.length >= 1 &&
-    p.history.every((h) => !h.suspended) &&
-    replicasOf(p).every((n) => liveNodes.has(n))
-  );
-}
-
 /** Body shapes for each write, so cases can send every write with plausible arguments. */
 export function plausibleBody(
   write: GuardedWriteName,

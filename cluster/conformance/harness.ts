@@ -2,7 +2,8 @@
  * What the conformance cases share: the partitions and nodes a case works on, all created by the suite for
  * itself through the test controls (ids `conf-<runId>-...`), guarded writes that fill in the generation and a
  * fresh idempotency key, refusal checks that prove nothing changed, waiting until something happens (stepping a
- * stepped clock, polling with backoff under a wall clock), and the cleanup that runs after every case.
+ * stepped clock, polling with backoff under a wall clock), and the cleanup that runs after every case and
+ * deletes what the case created, so the broker's topology is left exactly as the case found it.
  */
 import { randomBytes } from 'node:crypto';
 import { ClusterClient } from '../client';
@@ -21,7 +22,7 @@ import {
   type WriteRefused,
   type WriteReply,
 } from '../contract';
-import { CheckFailed, Skip, check, checkEqual, isQuiet, replicasOf, show, type GuardFree } from './checks';
+import { CheckFailed, Skip, check, checkEqual, replicasOf, show, type GuardFree } from './checks';
 
 /** Every partition and node the conformance suite creates starts with this; anything else is not its own. */
 export const SUITE_PREFIX = 'conf-';
@@ -69,6 +70,8 @@ export class Harness {
   private readonly claimed = new Set<string>();
   /** Nodes this case took as spares or for an isolated partition: never placed on again in this case. */
   private readonly reserved = new Set<string>();
+  /** What this case created, deleted by cleanup(): partitions first, then the nodes they were on. */
+  private readonly created: { partitions: string[]; nodes: string[] } = { partitions: [], nodes: [] };
   /** Undo actions of the faults this case injected, run by cleanup() in reverse order. */
   private readonly undo: (() => Promise<void>)[] = [];
 
@@ -89,9 +92,10 @@ export class Harness {
     return offers(this.ctx, control);
   }
 
-  /** This run may create partitions and nodes of its own. */
+  /** This run may create partitions and nodes of its own: only where it can delete them again. */
   mayCreate(): boolean {
-    return !this.ctx.readOnly && this.offers('create-partition') && this.offers('join-node');
+    const controls: ControlName[] = ['create-partition', 'join-node', 'delete-partition', 'delete-node'];
+    return !this.ctx.readOnly && controls.every((c) => this.offers(c));
   }
 
   key(label: string): string {
@@ -108,27 +112,19 @@ export class Harness {
     return (await this.client.nodes()).now;
   }
 
+  /** A partition or node this case created (and will delete): the only ones it works on. */
   private mine(id: string): boolean {
-    return id.startsWith(`${SUITE_PREFIX}${this.runId}-`);
+    return this.created.partitions.includes(id) || this.created.nodes.includes(id);
   }
 
   /**
-   * Quiet queue partitions of this run not yet claimed by this case, created when too few exist. `isolated`
-   * places a new partition on nodes that hold nothing else, for a case that crashes one of its nodes.
+   * `count` new quiet queue partitions of this case (every case deletes what it created, so there is nothing of
+   * an earlier case to reuse). `isolated` places them on nodes that hold nothing else, for a case that crashes
+   * one of its nodes.
    */
   async quietQueues(count: number, options: { minFollowers?: number; isolated?: boolean } = {}): Promise<Partition[]> {
     const minFollowers = options.minFollowers ?? 1;
     const picked: Partition[] = [];
-    if (!options.isolated) {
-      const topo = await this.client.topology();
-      const live = new Set(topo.nodes.filter((n) => n.live).map((n) => n.id));
-      for (const p of topo.partitions) {
-        if (picked.length === count) break;
-        if (this.mine(p.id) && !this.claimed.has(p.id) && isQuiet(p, live) && p.followers.length >= minFollowers) {
-          picked.push(p);
-        }
-      }
-    }
     while (picked.length < count) {
       picked.push(await this.createPartition('queue', Math.max(SUITE_REPLICATION, minFollowers + 1), options.isolated));
     }
@@ -171,6 +167,7 @@ export class Harness {
       const id = `${SUITE_PREFIX}${this.runId}-${kind === 'queue' ? 'q' : 's'}${this.ctx.created.partitions}`;
       if (topo.partitions.some((p) => p.id === id)) continue;
       const view = await this.client.createPartition({ id, kind, replicas, initialMessages: SUITE_INITIAL_MESSAGES });
+      this.created.partitions.push(id);
       return view.partition;
     }
   }
@@ -208,6 +205,7 @@ export class Harness {
       const id = `${SUITE_PREFIX}${this.runId}-n${this.ctx.created.nodes}`;
       if (topo.nodes.some((n) => n.id === id)) continue;
       out.push((await this.client.joinNode(id)).id);
+      this.created.nodes.push(id);
     }
     return out.slice(0, count);
   }
@@ -346,13 +344,19 @@ export class Harness {
   }
 
   /**
-   * After every case, whatever it did: undo its faults, then bring each partition it worked on back to quiet
-   * (recovery activated, admission open, learners dropped, a started move finished) and wait until restarted
-   * replicas rejoined, so the next case (or the operator) finds nothing of this one in flight.
+   * After every case, whatever it did: undo its faults, bring each partition it worked on back to quiet
+   * (recovery activated, admission open, learners dropped, a started move finished, restarted replicas
+   * rejoined: the broker lets a case get out of whatever it did), then delete every partition and node the case
+   * created, even when settling failed, so the next case (or the operator) finds nothing of this one.
    */
   async cleanup(): Promise<void> {
-    for (const undo of this.undo.splice(0).reverse()) await undo();
-    for (const id of this.claimed) await this.settle(id);
+    try {
+      for (const undo of this.undo.splice(0).reverse()) await undo();
+      for (const id of this.claimed) await this.settle(id);
+    } finally {
+      for (const id of this.created.partitions.splice(0).reverse()) await this.client.deletePartition(id);
+      for (const id of this.created.nodes.splice(0).reverse()) await this.client.deleteNode(id);
+    }
   }
 
   private async settle(id: string): Promise<void> {

@@ -2,7 +2,8 @@
  * The conformance suite against the reference cluster, which offers every test control: so every case must
  * pass, and a skip is a failure here. Each case on its own fresh stepped cluster; the whole suite in order on
  * one stepped cluster; and the whole suite on a wall-clock cluster that also holds partitions and nodes the
- * suite did not create, which must be exactly as they were afterwards.
+ * suite did not create. After every run the topology is exactly what it was before: the suite deletes what it
+ * created.
  */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +11,6 @@ import { describe, expect, it } from 'vitest';
 import { ClusterClient } from '../../cluster/client';
 import { CONFORMANCE_CASES } from '../../cluster/conformance/cases';
 import { startEmbedded } from '../../cluster/conformance/embedded';
-import { replicasOf } from '../../cluster/conformance/checks';
 import {
   SharedBrokerError,
   formatOutcome,
@@ -28,19 +28,14 @@ function expectAllPassed(outcomes: Outcome[]): void {
   expect(outcomes.map((o) => o.name)).toEqual(CONFORMANCE_CASES.map((c) => c.name));
 }
 
-/** What the suite must leave as it found it: every node and partition that existed before it ran. */
-function others(topo: Topology, before: Topology) {
-  const nodes = new Set(before.nodes.map((n) => n.id));
-  const partitions = new Set(before.partitions.map((p) => p.id));
-  return {
-    nodes: topo.nodes.filter((n) => nodes.has(n.id)),
-    partitions: topo.partitions.filter((p) => partitions.has(p.id)),
-  };
+/** What the suite must leave as it found it: its nodes and partitions (ids), and their records. */
+function shape(topo: Topology) {
+  return { nodes: topo.nodes, partitions: topo.partitions };
 }
 
 /** Paths only the reference cluster's test controls serve: a production broker answers 404 on them. */
 const CONTROL_ROUTE =
-  /^(GET \/v1\/controls|GET \/v1\/invariants|GET \/v1\/clock|POST \/v1\/clock\/advance|POST \/v1\/faults|POST \/v1\/nodes|POST \/v1\/partitions|POST \/v1\/partitions\/[^/]+\/(publish|rate))(\?|$)/;
+  /^(GET \/v1\/controls|GET \/v1\/invariants|GET \/v1\/clock|POST \/v1\/clock\/advance|POST \/v1\/faults|POST \/v1\/nodes|POST \/v1\/partitions|POST \/v1\/partitions\/[^/]+\/(publish|rate)|DELETE \/v1\/(partitions|nodes)\/[^/]+)(\?|$)/;
 
 /** A proxy in front of the reference cluster that offers the contract only, as a production broker would. */
 async function contractOnly(target: string): Promise<{ url: string; server: Server }> {
@@ -70,7 +65,9 @@ describe('conformance: a fresh reference cluster per case (stepped clock)', () =
       const cluster = await startEmbedded();
       try {
         const client = new ClusterClient(cluster.url);
+        const before = await client.topology();
         expect(formatOutcome(await runCase(c, await prepare(client)))).toBe(`PASS ${c.name}`);
+        expect(shape(await client.topology())).toEqual(shape(before));
       } finally {
         await cluster.close();
       }
@@ -94,8 +91,7 @@ describe('conformance: a broker without test controls', () => {
       for (const o of outcomes.filter((x) => x.status === 'skip')) {
         expect(o).toMatchObject({ reason: expect.stringMatching(/^needs the test control\(s\) .*create-partition/) });
       }
-      const after = await client.topology();
-      expect({ nodes: after.nodes, partitions: after.partitions }).toEqual({ nodes: before.nodes, partitions: before.partitions });
+      expect(shape(await client.topology())).toEqual(shape(before));
     } finally {
       await new Promise((resolve) => proxy.server.close(resolve));
       await cluster.close();
@@ -126,9 +122,12 @@ describe('conformance: the whole suite against one long-lived cluster', () => {
   it('stepped clock: every case passes in order, none skipped', { timeout: 600_000 }, async () => {
     const cluster = await startEmbedded();
     try {
-      const outcomes = await runSuite(new ClusterClient(cluster.url));
+      const client = new ClusterClient(cluster.url);
+      const before = await client.topology();
+      const outcomes = await runSuite(client);
       console.log(`${summary(outcomes)} (stepped clock, one cluster)`);
       expectAllPassed(outcomes);
+      expect(shape(await client.topology())).toEqual(shape(before));
     } finally {
       await cluster.close();
     }
@@ -166,19 +165,14 @@ describe('conformance: the whole suite against one long-lived cluster', () => {
         console.log(`${summary(outcomes)} (wall clock, beside ${before.partitions.length} other partitions)`);
         expectAllPassed(outcomes);
 
+        // Records carry no moving offsets: the suite deleted every node and partition it created, and any
+        // difference in the others is a change it made to what was not its own.
         const after = await client.topology();
-        // Records carry no moving offsets: any difference is a change the suite made to what was not its own.
-        expect(others(after, before)).toEqual(others(before, before));
-        const own = after.partitions.filter((p) => !before.partitions.some((b) => b.id === p.id));
-        expect(own.length).toBeGreaterThan(0);
-        for (const p of own) {
-          expect({ id: p.id, learners: p.learners, leaving: p.leaving, admission: p.admission, recovery: p.pendingRecovery }).toEqual(
-            { id: p.id, learners: [], leaving: null, admission: 'open', recovery: null },
-          );
-          expect(p.history.filter((h) => h.suspended)).toEqual([]);
-          expect(replicasOf(p).every((n) => after.nodes.find((x) => x.id === n)?.live)).toBe(true);
-        }
-        expect(after.nodes.filter((n) => !n.live || n.draining).map((n) => n.id)).toEqual([]);
+        console.log(
+          `topology after the wall-clock run: ${after.nodes.length} nodes, ${after.partitions.length} partitions ` +
+            `(before: ${before.nodes.length}, ${before.partitions.length})`,
+        );
+        expect(shape(after)).toEqual(shape(before));
         expect((await client.syncBudget()).transfers).toEqual([]);
       } finally {
         await cluster.close();
