@@ -7,6 +7,9 @@ import type { z } from 'zod';
 import {
   BadRequest,
   ClockState,
+  Controls,
+  CreatePartitionRequest,
+  DeleteReply,
   EventsPage,
   FaultReply,
   GuardedWrites,
@@ -54,17 +57,21 @@ export class ClusterClient {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
   }
 
+  /** The authorization header, for a caller that sends its own plain requests. */
+  authHeaders(): Record<string, string> {
+    return this.options.token ? { authorization: `Bearer ${this.options.token}` } : {};
+  }
+
   private async request<S extends z.ZodType>(
     schema: S,
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     path: string,
     body?: unknown,
     okStatuses: number[] = [200],
     timeoutMs = this.options.timeoutMs ?? 30_000,
   ): Promise<z.infer<S>> {
-    const headers: Record<string, string> = {};
+    const headers = this.authHeaders();
     if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.options.token) headers.authorization = `Bearer ${this.options.token}`;
     const res = await fetch(this.baseUrl + path, {
       method,
       headers,
@@ -128,6 +135,16 @@ export class ClusterClient {
     return this.request(InvariantsReport, 'GET', '/v1/invariants');
   }
 
+  /** The test controls the broker offers, or null when it offers none (404, as a production broker answers). */
+  async controls(): Promise<Controls | null> {
+    try {
+      return await this.request(Controls, 'GET', '/v1/controls');
+    } catch (err) {
+      if (err instanceof ClusterHttpError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
   clock(): Promise<z.infer<typeof ClockState>> {
     return this.request(ClockState, 'GET', '/v1/clock');
   }
@@ -149,6 +166,18 @@ export class ClusterClient {
 
   joinNode(id: string, capacity = 1, zone = 'z1'): Promise<Node> {
     return this.request(Node, 'POST', '/v1/nodes', { id, capacity, zone });
+  }
+
+  createPartition(request: z.input<typeof CreatePartitionRequest>): Promise<PartitionView> {
+    return this.request(PartitionView, 'POST', '/v1/partitions', request);
+  }
+
+  deletePartition(id: string): Promise<z.infer<typeof DeleteReply>> {
+    return this.request(DeleteReply, 'DELETE', `/v1/partitions/${encodeURIComponent(id)}`);
+  }
+
+  deleteNode(id: string): Promise<z.infer<typeof DeleteReply>> {
+    return this.request(DeleteReply, 'DELETE', `/v1/nodes/${encodeURIComponent(id)}`);
   }
 
   fault(fault: Fault): Promise<z.infer<typeof FaultReply>> {

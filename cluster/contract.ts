@@ -372,6 +372,43 @@ export const InvariantsReport = z.object({ checks: count, breaches: z.array(Brea
 export type InvariantsReport = z.infer<typeof InvariantsReport>;
 
 // ---------------------------------------------------------------- reference-cluster controls (not part of what a broker must offer)
+//
+// Everything above is the contract: what every broker offers the rebalancer. Everything below is the
+// reference cluster's optional test controls, tagged "test-controls" in the OpenAPI document: a stepped clock,
+// fault injection (set-draining included), publishing, publish rates, joining and deleting nodes, creating and
+// deleting partitions.
+// A production broker offers none of them (`GET /v1/controls` answers 404); `GET /v1/invariants` belongs
+// with them in spirit: only a broker that checks its own invariants can serve it. The conformance suite reads
+// `GET /v1/controls` and skips, with the reason, every case that needs a control the broker does not offer.
+
+/** One test control, as `GET /v1/controls` lists it. */
+export const ControlName = z.enum([
+  /** `POST /v1/clock/advance`: time moves only when asked (a stepped clock). */
+  'advance-clock',
+  /** `POST /v1/faults`: crash, restart, lose a disk, fail an owner, stall a transfer, set draining, ... */
+  'faults',
+  /** `POST /v1/partitions/{id}/publish`. */
+  'publish',
+  /** `POST /v1/partitions/{id}/rate`. */
+  'set-rate',
+  /** `POST /v1/nodes`. */
+  'join-node',
+  /** `POST /v1/partitions`. */
+  'create-partition',
+  /** `DELETE /v1/partitions/{id}`: forgets a partition, so a test leaves the topology as it found it. */
+  'delete-partition',
+  /** `DELETE /v1/nodes/{id}`: removes a node that holds no replica, retained copy or stalled transfer. */
+  'delete-node',
+  /** `GET /v1/invariants`. */
+  'invariants',
+]);
+export type ControlName = z.infer<typeof ControlName>;
+export const Controls = z.object({
+  /** wall: time passes on its own; stepped: only `POST /v1/clock/advance` moves it. */
+  clock: z.enum(['wall', 'stepped']),
+  offered: z.array(ControlName),
+});
+export type Controls = z.infer<typeof Controls>;
 
 export const ClockState = z.object({ mode: z.enum(['wall', 'stepped']), now: count });
 export const AdvanceRequest = z.object({ ms: z.int().min(1).max(86_400_000) }).strict();
@@ -381,6 +418,23 @@ export const SetRateRequest = z.object({ publishRate: z.number().min(0).max(1_00
 export const JoinNodeRequest = z
   .object({ id: NodeId, capacity: z.number().positive().max(1000).default(1), zone: z.string().min(1).max(64).default('z1') })
   .strict();
+/** A new partition placed on the given nodes (owner first); its replication factor is their number. */
+export const CreatePartitionRequest = z
+  .object({
+    id: PartitionId,
+    kind: z.enum(['queue', 'stream']).default('queue'),
+    replicas: z
+      .array(NodeId)
+      .min(1)
+      .max(16)
+      .refine((r) => new Set(r).size === r.length, 'replicas must be distinct nodes'),
+    /** Messages the log starts with; omitted: the cluster's configured initial messages. */
+    initialMessages: z.int().min(0).max(1e12).optional(),
+  })
+  .strict();
+export type CreatePartitionRequest = z.infer<typeof CreatePartitionRequest>;
+/** What a delete control removed. A node still in use is refused 409 (conflict) naming every use. */
+export const DeleteReply = z.object({ deleted: z.enum(['node', 'partition']), id: z.string() });
 
 export const Fault = z.discriminatedUnion('fault', [
   z.object({ fault: z.literal('crash-node'), node: NodeId }).strict(),

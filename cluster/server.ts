@@ -7,6 +7,8 @@ import pino, { type Logger } from 'pino';
 import type { z } from 'zod';
 import {
   AdvanceRequest,
+  ControlName,
+  CreatePartitionRequest,
   EventsQuery,
   Fault,
   GuardedWrites,
@@ -253,6 +255,47 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     const detail = sim.fault(f);
     persist();
     return { ok: true, fault: f.fault, detail };
+  });
+
+  // Test controls discovery: a production broker answers 404 here, and the conformance suite skips what it lacks.
+  const controls = { clock, offered: ControlName.options.filter((c) => c !== 'advance-clock' || clock === 'stepped') };
+  app.get('/v1/controls', async () => controls);
+
+  app.post('/v1/partitions', async (req, reply) => {
+    const body = parse(CreatePartitionRequest, req.body, 'body');
+    if (sim.hasPartition(body.id)) {
+      return reply.code(409).send({ error: 'conflict', message: `partition ${body.id} already exists`, issues: [{ path: 'id', message: 'already exists' }] });
+    }
+    const live = new Map(sim.nodesView().nodes.map((n) => [n.id, n.live]));
+    const unfit = body.replicas.filter((n) => live.get(n) !== true);
+    if (unfit.length > 0) {
+      const message = `replicas must be live registered nodes; not: ${unfit.join(', ')}`;
+      return reply.code(400).send({ error: 'bad_request', message, issues: [{ path: 'replicas', message }] });
+    }
+    const view = sim.createPartition(body.id, body.kind, body.replicas, body.initialMessages);
+    persist();
+    return view;
+  });
+
+  app.delete('/v1/partitions/:id', async (req) => {
+    const id = partitionOf(req.params);
+    sim.deletePartition(id);
+    store.delete('partition', id, sim.takeChanges());
+    notify();
+    return { deleted: 'partition', id };
+  });
+
+  app.delete('/v1/nodes/:id', async (req, reply) => {
+    const { id } = req.params as { id: string };
+    const uses = sim.nodeInUse(id);
+    if (uses.length > 0) {
+      const message = `node ${id} is still in use (${uses.join(', ')}); delete or move what it holds first`;
+      return reply.code(409).send({ error: 'conflict', message, issues: [{ path: 'id', message: 'still in use' }] });
+    }
+    sim.deleteNode(id);
+    store.delete('node', id, sim.takeChanges());
+    notify();
+    return { deleted: 'node', id };
   });
 
   app.post('/v1/partitions/:id/:write', async (req, reply) => {

@@ -61,6 +61,8 @@ export class ClusterStore {
         'SELECT json FROM events WHERE seq > ? AND visible_at <= ? ORDER BY seq LIMIT ?',
       ),
       trimEvents: this.db.prepare('DELETE FROM events WHERE seq <= ?'),
+      deleteNode: this.db.prepare('DELETE FROM nodes WHERE id = ?'),
+      deletePartition: this.db.prepare('DELETE FROM partitions WHERE id = ?'),
     };
   }
 
@@ -93,6 +95,14 @@ export class ClusterStore {
       if (reply) s.putReply.run(reply.key, reply.fingerprint, reply.status, reply.body);
     })();
     if (++this.persists % 1000 === 0) s.trimEvents.run(changes.meta.lastSeq - EVENT_CAP);
+  }
+
+  /** One transaction: a node or partition the simulation forgot (a test control) and the changes around it. */
+  delete(what: 'node' | 'partition', id: string, changes: SimChanges): void {
+    this.db.transaction(() => {
+      (what === 'node' ? this.stmts.deleteNode : this.stmts.deletePartition).run(id);
+      this.persist(changes);
+    })();
   }
 
   lookupReply(key: string): StoredReply | undefined {

@@ -231,10 +231,9 @@ export class ClusterSim {
     return node;
   }
 
-  private addPartition(id: string, kind: 'queue' | 'stream', placed: string[], rf: number): void {
+  private addPartition(id: string, kind: 'queue' | 'stream', placed: string[], rf: number, tail = this.config.initialMessages): void {
     const c = this.config;
     const durability = kind === 'stream' ? { mode: 'replica_durable' as const, n: rf } : c.durability;
-    const tail = c.initialMessages;
     const replicas: Record<string, ReplicaState> = {};
     for (const n of placed) replicas[n] = newReplica(tail);
     const p: PartitionState = {
@@ -970,6 +969,58 @@ export class ClusterSim {
     p.publishRate = publishRate;
     this.dirtyPartitions.add(p);
     return this.partitionView(partitionId);
+  }
+
+  /** Test control: a new partition on live nodes, owner first; the caller checked the id is new. */
+  createPartition(id: string, kind: 'queue' | 'stream', replicas: string[], initialMessages?: number): PartitionView {
+    for (const n of replicas) {
+      if (!this.node(n).live) throw new Error(`cannot place ${id} on ${n}: it is down`);
+    }
+    this.addPartition(id, kind, replicas, replicas.length, initialMessages);
+    this.dirtyPartitions.add(this.partition(id));
+    this.generation++;
+    return this.partitionView(id);
+  }
+
+  /**
+   * Test control: forgets a partition entirely (its transfer slots, retained copies and pending injected
+   * refusals with it), so a test leaves the topology as it found it. Events already emitted stay in the feed.
+   */
+  deletePartition(id: string): void {
+    const p = this.partition(id);
+    for (const [n, r] of Object.entries(p.replicas)) this.releaseSlot(n, r);
+    this.partitions.delete(id);
+    this.active.delete(p);
+    this.activeOrder = null;
+    this.dirtyPartitions.delete(p);
+    this.retainedQueue = this.retainedQueue.filter((q) => q.partition !== id);
+    this.injections = this.injections.filter((i) => i.partition !== id);
+    this.generation++;
+  }
+
+  /** Why the node cannot be deleted: every partition that still holds it, and how. Empty: it can be. */
+  nodeInUse(id: string): string[] {
+    this.node(id);
+    const uses: string[] = [];
+    for (const p of this.partitions.values()) {
+      const role = this.roleOf(p, id);
+      if (role !== null) uses.push(`${role} of ${p.id}`);
+      else if (id in p.replicas || p.history.some((h) => h.node === id)) uses.push(`replica of ${p.id}`);
+      if (p.retainedCopies.some((c) => c.node === id)) uses.push(`retained copy of ${p.id}`);
+      if (p.stalled.includes(id)) uses.push(`stalled transfer of ${p.id}`);
+    }
+    return uses;
+  }
+
+  /** Test control: removes a node nothing holds (see nodeInUse; the caller checked). */
+  deleteNode(id: string): void {
+    const uses = this.nodeInUse(id);
+    if (uses.length > 0) throw new Error(`node ${id} is still in use: ${uses.join(', ')}`);
+    const n = this.node(id);
+    this.nodes.delete(id);
+    this.dirtyNodes.delete(n);
+    this.slotsInUse.delete(id);
+    this.generation++;
   }
 
   // ------------------------------------------------------------------ guarded writes
