@@ -89,6 +89,8 @@ export class ClusterSim {
   readonly mutants = new Set<MutantName>();
   readonly nodes = new Map<string, NodeState>();
   readonly partitions = new Map<string, PartitionState>();
+  /** Creation order of the next partition: never reused after a delete, so stepping order survives restarts. */
+  private nextOrd = 0;
   private readonly breaches: Breach[] = [];
   private readonly breachKeys = new Set<string>();
 
@@ -159,6 +161,7 @@ export class ClusterSim {
     for (const n of snap.nodes) sim.nodes.set(n.id, n);
     for (const p of snap.partitions) {
       sim.partitions.set(p.id, p);
+      sim.nextOrd = Math.max(sim.nextOrd, p.ord + 1);
       if (!p.anchor) sim.active.add(p);
       for (const [node, r] of Object.entries(p.replicas)) if (r.slot) sim.takeSlot(node);
       for (const c of p.retainedCopies) sim.retainedQueue.push({ until: c.retainedUntil, partition: p.id });
@@ -238,7 +241,7 @@ export class ClusterSim {
     for (const n of placed) replicas[n] = newReplica(tail);
     const p: PartitionState = {
       id,
-      ord: this.partitions.size,
+      ord: this.nextOrd++,
       kind,
       owner: placed[0]!,
       followers: placed.slice(1),
