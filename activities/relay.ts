@@ -29,14 +29,22 @@ export interface RelayDeps {
   cluster: Pick<ClusterClient, 'events' | 'baseUrl'>;
   client: Pick<Client, 'workflow'>;
   logger?: Logger;
-  /** Test-only, in process: runs after each signal a page sent, so a test can stop a worker mid-page. */
-  afterSignal?: (page: RelayPage, sentInPage: number) => Promise<void>;
+  /** Test-only, in process: runs after each signal went out, so a test can slow a delivery or stop a worker mid-page. */
+  afterSignal?: (sent: SentSignal) => Promise<void>;
 }
 
 /** One page of the feed: the events after cursor `after`. */
 export interface RelayPage {
   after: number;
   events: number;
+}
+
+export interface SentSignal {
+  workflowId: string;
+  signal: string;
+  page: RelayPage;
+  /** How many signals of this page went out so far, this one included. */
+  inPage: number;
 }
 
 type ProgressEvent = Extract<ClusterEvent, { type: 'progress' }>;
@@ -112,6 +120,8 @@ class FeedRun {
   private async deliver(page: RelayPage, events: ClusterEvent[], flush: boolean): Promise<void> {
     let sentInPage = 0;
     const send = async <Args extends unknown[]>(workflowId: string, def: SignalDefinition<Args>, ...args: Args): Promise<void> => {
+      // A cancelled run (worker stopping) sends nothing more: its successor delivers the page again.
+      this.ctx.cancellationSignal.throwIfAborted();
       try {
         await this.deps.client.workflow.getHandle(workflowId).signal(def, ...args);
       } catch (err) {
@@ -121,7 +131,7 @@ class FeedRun {
       }
       sentInPage += 1;
       this.ctx.heartbeat(this.resumeAt());
-      await this.deps.afterSignal?.(page, sentInPage);
+      await this.deps.afterSignal?.({ workflowId, signal: def.name, page, inPage: sentInPage });
     };
     // One chain per workflow and per node: each keeps feed order, the chains run side by side.
     const chains = new Map<string, Promise<void>>();
@@ -160,10 +170,13 @@ class FeedRun {
       const last = this.sent.get(partition);
       const count = covering(e);
       if (!flush && last && now - last.at < this.run.progressIntervalMs && count <= last.covering) continue;
-      this.held.delete(partition);
       this.sent.set(partition, { at: now, covering: count });
       const payload: ProgressSignal = { generation: e.generation, confirmedTail: e.confirmedTail, boundary: e.boundary, replicas: e.replicas };
-      queue(move(partition), () => send(move(partition), progressSignal, payload));
+      // Held until sent, so a heartbeat meanwhile still resumes before it.
+      queue(move(partition), async () => {
+        await send(move(partition), progressSignal, payload);
+        if (this.held.get(partition) === e) this.held.delete(partition);
+      });
     }
     await Promise.all(chains.values());
   }

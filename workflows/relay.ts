@@ -17,6 +17,8 @@ export interface RelayTuning {
   progressIntervalMs: number;
   /** Pause after a page with events, so the next page gathers a batch to coalesce. */
   batchMs: number;
+  /** Runs per history before continuing as new: each adds about six events. */
+  runsPerHistory: number;
 }
 
 export const RELAY_TUNING: RelayTuning = {
@@ -25,6 +27,7 @@ export const RELAY_TUNING: RelayTuning = {
   pollWaitMs: 5_000,
   progressIntervalMs: 5_000,
   batchMs: 250,
+  runsPerHistory: 100,
 };
 
 export interface RelayInput {
@@ -35,13 +38,10 @@ export interface RelayInput {
   tuning?: Partial<RelayTuning>;
 }
 
-export interface RelayRun extends RelayTuning {
+export interface RelayRun extends Omit<RelayTuning, 'runsPerHistory'> {
   brokerUrl: string;
   cursor: number;
 }
-
-/** Runs per history before continuing as new: each adds about six events, so a history stays near 600. */
-const RUNS_PER_HISTORY = 100;
 
 export async function progressRelay(input: RelayInput): Promise<never> {
   const tuning: RelayTuning = { ...RELAY_TUNING, ...input.tuning };
@@ -53,8 +53,9 @@ export async function progressRelay(input: RelayInput): Promise<never> {
     retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s' },
   });
   let cursor = input.cursor;
-  for (let run = 0; run < RUNS_PER_HISTORY && !workflowInfo().continueAsNewSuggested; run++) {
-    cursor = await relayFeed({ ...tuning, brokerUrl: input.brokerUrl, cursor });
+  const { runsPerHistory, ...run } = tuning;
+  for (let i = 0; i < runsPerHistory && !workflowInfo().continueAsNewSuggested; i++) {
+    cursor = await relayFeed({ ...run, brokerUrl: input.brokerUrl, cursor });
   }
   return continueAsNew<typeof progressRelay>({ ...input, cursor });
 }
