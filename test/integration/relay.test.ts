@@ -2,19 +2,21 @@
  * The progress relay with two workers on one task queue, on a real dev server and an in-process reference
  * cluster. Signals are counted where they land: in the histories of stand-in move workflows (`reconfigure-<p>`
  * started on a task queue nobody polls, so they stay running and only collect signals). One relay runs per
- * broker, every event is signalled once, a node's signals keep feed order, and a worker stopped mid-page loses
- * nothing: the other worker resumes from the last heartbeat.
+ * broker, every event is signalled once, a node's signals keep feed order, a worker stopped mid-page loses
+ * nothing (the other worker resumes from the last heartbeat), and so does a worker process killed with SIGKILL.
  */
+import os from 'node:os';
 import { Context } from '@temporalio/activity';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
-import { relayWorkflowId } from '../../worker/relay';
+import { ensureRelay, relayWorkflowId } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { SourceKey, TargetKey } from '../../workflows/search-attributes';
 import { TEST_RELAY_TUNING, connectClient, eventually, logger, startTestCluster, temporalAddress } from './helpers';
+import { spawnWorker, type Child } from './processes';
 
 // The dev server and its visibility are shared with other test files, whose clusters have at most 6 nodes and
 // partitions: events here touch only nodes and partitions beyond those, so no other file's moves are signalled.
@@ -131,18 +133,22 @@ async function receivedSignals(): Promise<Received> {
   return received;
 }
 
+async function relayRun() {
+  const description = await client.workflow.getHandle(relayWorkflowId(cluster.client.baseUrl)).describe();
+  return description.raw.pendingActivities?.[0];
+}
+
 /** The relay's cursor as last heartbeated by its running activity. */
 async function relayCursor(): Promise<number> {
-  const description = await client.workflow.getHandle(relayWorkflowId(cluster.client.baseUrl)).describe();
-  const details = description.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
+  const details = (await relayRun())?.heartbeatDetails?.payloads?.[0];
   return details ? defaultPayloadConverter.fromPayload<number>(details) : -1;
 }
 
 /** Wait until the failing nodes' partitions are settled and the relay has heartbeated past the whole feed. */
-async function settledFeed(partitions: string[]): Promise<ClusterEvent[]> {
+async function settledFeed(): Promise<ClusterEvent[]> {
   await eventually('partitions settled after the faults', async () => {
     const topology = await cluster.client.topology();
-    const busy = topology.partitions.filter((p) => partitions.includes(p.id) && (p.pendingRecovery || p.learners.length > 0));
+    const busy = topology.partitions.filter((p) => touched.includes(p.id) && (p.pendingRecovery || p.learners.length > 0));
     return busy.length === 0 && topology.nodes.every((n) => n.live) ? true : undefined;
   });
   const events = await eventually('the feed to go quiet', async () => {
@@ -165,9 +171,10 @@ async function failNodes(restart: boolean): Promise<void> {
 
 let touched: string[] = [];
 
-beforeAll(async () => {
+/** A fresh cluster and stand-ins for the moves of every partition the failing nodes hold. */
+async function setUpScene(): Promise<void> {
   cluster = await startTestCluster({}, SHAPE);
-  client = await connectClient();
+  client ??= await connectClient();
   const topology = await cluster.client.topology();
   touched = topology.partitions
     .filter((p) => [p.owner, ...p.followers].some((n) => FAILING.includes(n)))
@@ -177,7 +184,7 @@ beforeAll(async () => {
   sinks = await Promise.all(
     touched.map((partition) =>
       client.workflow.start('followerMove', {
-        taskQueue: `${taskQueue}-nobody-polls`,
+        taskQueue: `relay-${process.pid}-nobody-polls`,
         workflowId: `reconfigure-${partition}`,
         args: [{ partition, from: 'n9', to: 'n12', origin: 'operator' }],
         typedSearchAttributes: [
@@ -192,20 +199,27 @@ beforeAll(async () => {
     for await (const _ of client.workflow.list({ query: `ExecutionStatus = "Running" AND ${SourceKey.name} = "n9"` })) n += 1;
     return n === sinks.length ? true : undefined;
   });
-  workers = [await startRelayWorker('a'), await startRelayWorker('b')];
-});
+}
 
-afterAll(async () => {
-  for (const { w, running } of workers) {
-    w.shutdown();
-    await running;
-  }
+async function tearDownScene(): Promise<void> {
   await Promise.all(sinks.map((s) => s.terminate('relay test done').catch(() => undefined)));
   await client?.workflow.getHandle(relayWorkflowId(cluster.client.baseUrl)).terminate('relay test done').catch(() => undefined);
   await cluster?.close();
-});
+}
 
 describe('the progress relay with two workers', () => {
+  beforeAll(async () => {
+    await setUpScene();
+    workers = [await startRelayWorker('a'), await startRelayWorker('b')];
+  });
+  afterAll(async () => {
+    for (const { w, running } of workers) {
+      w.shutdown();
+      await running;
+    }
+    await tearDownScene();
+  });
+
   it('runs once per broker and signals each event once, a node\'s events in feed order', async () => {
     expect(workers[0]!.w.relayWorkflowId).toBe(workers[1]!.w.relayWorkflowId);
     let relays = 0;
@@ -214,7 +228,7 @@ describe('the progress relay with two workers', () => {
 
     slowNodeSignals = true;
     await failNodes(true);
-    const events = await settledFeed(touched);
+    const events = await settledFeed();
     slowNodeSignals = false;
 
     const expected = expectedSignals(events);
@@ -247,7 +261,7 @@ describe('the progress relay with two workers', () => {
     const survivor = workers.find((x) => x.name !== stopped.worker)!;
     await victim.running;
     for (const node of FAILING) await cluster.client.fault({ fault: 'restart-node', node });
-    const events = await settledFeed(touched);
+    const events = await settledFeed();
 
     const crashPage = new Set(events.filter((e) => e.seq > stopped.page.after).slice(0, stopped.page.events).map((e) => e.seq));
     const expected = expectedSignals(events);
@@ -263,5 +277,38 @@ describe('the progress relay with two workers', () => {
     expect(survivor.sent.length).toBeGreaterThan(stopped.survivorSent);
     const relay = await client.workflow.getHandle(victim.w.relayWorkflowId).describe();
     expect(relay.status.name).toBe('RUNNING');
+  });
+});
+
+describe('the progress relay with two worker processes', () => {
+  const queue = `relay-processes-${process.pid}`;
+  let children: Child[] = [];
+
+  beforeAll(async () => {
+    await setUpScene();
+    // Started before the workers, which join it: test timing, so a dead worker's run moves on after 5 s.
+    await ensureRelay(client, queue, cluster.client.baseUrl, { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 });
+    const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: queue, CLUSTER_URL: cluster.url, DATA_DIR: os.tmpdir() };
+    children = await Promise.all([spawnWorker(env), spawnWorker(env)]);
+  });
+  afterAll(async () => {
+    for (const child of children) await child.stop();
+    await tearDownScene();
+  });
+
+  it('moves to the other process when the one running it is killed (SIGKILL), and every later event is signalled once', async () => {
+    const runner = await eventually('a worker process running the relay', async () => {
+      const identity = (await relayRun())?.lastWorkerIdentity ?? '';
+      return children.find((c) => identity.startsWith(`${c.process.pid}@`));
+    });
+    const survivor = children.find((c) => c !== runner)!;
+    await runner.kill9();
+    await failNodes(true);
+    const events = await settledFeed();
+    const received = await receivedSignals();
+    expect(Object.fromEntries(received.counts)).toEqual(Object.fromEntries([...expectedSignals(events).keys()].map((k) => [k, 1])));
+    const run = await relayRun();
+    expect(run?.lastWorkerIdentity).toMatch(new RegExp(`^${survivor.process.pid}@`));
+    expect(run?.attempt).toBeGreaterThan(1);
   });
 });
