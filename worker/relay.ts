@@ -1,19 +1,20 @@
 /**
  * Every worker starts the broker's progress relay workflow, or joins the one already running: its id comes
- * from the broker URL, so however many workers run on a task queue, one relay reads the feed and each event
- * is signalled once.
+ * from the broker URL and the task queue, so however many workers run on a task queue, one relay reads the
+ * feed and each event is signalled once. The task queue is part of it because the relay runs only where it
+ * was started: workers moved to another queue must not join a relay nobody runs any more.
  */
 import { createHash } from 'node:crypto';
 import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
 import type { progressRelay, RelayTuning } from '../workflows/relay';
 
-export function relayWorkflowId(brokerUrl: string): string {
-  return `progress-relay-${createHash('sha256').update(brokerUrl).digest('hex').slice(0, 12)}`;
+export function relayWorkflowId(brokerUrl: string, taskQueue: string): string {
+  return `progress-relay-${createHash('sha256').update(`${brokerUrl}\n${taskQueue}`).digest('hex').slice(0, 12)}`;
 }
 
 /** Starts the relay from the feed's beginning unless it runs already; the running one keeps its cursor and tuning. */
 export async function ensureRelay(client: Client, taskQueue: string, brokerUrl: string, tuning?: Partial<RelayTuning>): Promise<string> {
-  const workflowId = relayWorkflowId(brokerUrl);
+  const workflowId = relayWorkflowId(brokerUrl, taskQueue);
   await client.workflow.start<typeof progressRelay>('progressRelay', {
     workflowId,
     taskQueue,

@@ -12,7 +12,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
-import { ensureRelay, relayWorkflowId } from '../../worker/relay';
+import { ensureRelay } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { SourceKey, TargetKey } from '../../workflows/search-attributes';
 import { TEST_RELAY_TUNING, connectClient, eventually, logger, startTestCluster, temporalAddress } from './helpers';
@@ -37,6 +37,7 @@ let cluster: TestCluster;
 let client: Client;
 let workers: RelayWorker[] = [];
 let sinks: WorkflowHandle[] = [];
+let relayId = '';
 const taskQueue = `relay-${process.pid}`;
 /** Test 1 slows each node signal down, so a relay that sent a node's events concurrently would reorder them. */
 let slowNodeSignals = false;
@@ -134,7 +135,7 @@ async function receivedSignals(): Promise<Received> {
 }
 
 async function relayRun() {
-  const description = await client.workflow.getHandle(relayWorkflowId(cluster.client.baseUrl)).describe();
+  const description = await client.workflow.getHandle(relayId).describe();
   return description.raw.pendingActivities?.[0];
 }
 
@@ -203,7 +204,7 @@ async function setUpScene(): Promise<void> {
 
 async function tearDownScene(): Promise<void> {
   await Promise.all(sinks.map((s) => s.terminate('relay test done').catch(() => undefined)));
-  await client?.workflow.getHandle(relayWorkflowId(cluster.client.baseUrl)).terminate('relay test done').catch(() => undefined);
+  await client?.workflow.getHandle(relayId).terminate('relay test done').catch(() => undefined);
   await cluster?.close();
 }
 
@@ -211,6 +212,7 @@ describe('the progress relay with two workers', () => {
   beforeAll(async () => {
     await setUpScene();
     workers = [await startRelayWorker('a'), await startRelayWorker('b')];
+    relayId = workers[0]!.w.relayWorkflowId;
   });
   afterAll(async () => {
     for (const { w, running } of workers) {
@@ -220,7 +222,7 @@ describe('the progress relay with two workers', () => {
     await tearDownScene();
   });
 
-  it('runs once per broker and signals each event once, a node\'s events in feed order', async () => {
+  it('runs once per broker and task queue and signals each event once, a node\'s events in feed order', async () => {
     expect(workers[0]!.w.relayWorkflowId).toBe(workers[1]!.w.relayWorkflowId);
     let relays = 0;
     for await (const _ of client.workflow.list({ query: `WorkflowType = "progressRelay" AND WorkflowId = "${workers[0]!.w.relayWorkflowId}"` })) relays += 1;
@@ -275,7 +277,7 @@ describe('the progress relay with two workers', () => {
     const repeated = [...expected].filter(([key]) => received.counts.get(key) === 2);
     expect(repeated.length).toBeGreaterThanOrEqual(1);
     expect(survivor.sent.length).toBeGreaterThan(stopped.survivorSent);
-    const relay = await client.workflow.getHandle(victim.w.relayWorkflowId).describe();
+    const relay = await client.workflow.getHandle(relayId).describe();
     expect(relay.status.name).toBe('RUNNING');
   });
 });
@@ -287,7 +289,7 @@ describe('the progress relay with two worker processes', () => {
   beforeAll(async () => {
     await setUpScene();
     // Started before the workers, which join it: test timing, so a dead worker's run moves on after 5 s.
-    await ensureRelay(client, queue, cluster.client.baseUrl, { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 });
+    relayId = await ensureRelay(client, queue, cluster.client.baseUrl, { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 });
     const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: queue, CLUSTER_URL: cluster.url, DATA_DIR: os.tmpdir() };
     children = await Promise.all([spawnWorker(env), spawnWorker(env)]);
   });
