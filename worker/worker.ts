@@ -53,6 +53,9 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     },
     // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
     maxCachedWorkflows: 1000,
+    // The relay's cursor reaches the server every 2 s (not at 80% of its heartbeat timeout), so a busy
+    // machine does not time the relay out and a successor repeats little.
+    maxHeartbeatThrottleInterval: '2s',
   });
   const relay = await ensureRelay(client, temporal.taskQueue, cluster.baseUrl, options.relayTuning);
   return {
