@@ -82,7 +82,7 @@ class FeedRun {
   }
 
   /** Where a successor must resume: before the oldest progress still held back, so nothing is skipped. */
-  private resumeAt(): number {
+  resumeAt(): number {
     let at = this.cursor;
     for (const e of this.held.values()) at = Math.min(at, e.seq - 1);
     return at;
@@ -206,15 +206,16 @@ export function createRelayActivities(deps: RelayDeps) {
       const saved: unknown = ctx.info.heartbeatDetails;
       const start = isCursor(saved) ? saved : run.cursor;
       if (ctx.info.attempt > 1) log?.info({ cursor: start, attempt: ctx.info.attempt }, 'progress relay resumed from its last heartbeat');
+      const feed = new FeedRun(deps, run, ctx, start, log);
       try {
-        return await new FeedRun(deps, run, ctx, start, log).relay();
+        return await feed.relay();
       } catch (err) {
-        // Never report the run cancelled (that would end the relay workflow): a cancel here means this worker
-        // stops or lost the run, and a retry must resume from the last heartbeat, on whichever worker is left.
-        if (ctx.cancellationSignal.aborted) {
-          throw ApplicationFailure.retryable(`relay run stopped on this worker: ${(err as Error).message}`, 'RelayRunStopped');
-        }
-        throw err;
+        // A cancel means this worker stops (or lost the run to a timeout, and then the answer is ignored):
+        // hand back where delivery stands, so the next run starts at once on a worker that is left. Reported
+        // as cancelled, the run would end the relay workflow.
+        if (!ctx.cancellationSignal.aborted) throw err;
+        log?.info({ cursor: feed.resumeAt() }, 'progress relay run handed back: this worker stops');
+        return feed.resumeAt();
       }
     },
   };

@@ -51,7 +51,7 @@ async function startRelayWorker(name: string): Promise<RelayWorker> {
     temporal: { address: temporalAddress(), namespace: 'default', taskQueue },
     clusterUrl: cluster.url,
     logger,
-    // Long runs: a successor resuming from the run's input instead of its last heartbeat would repeat test 1's signals.
+    // Long runs: a successor resuming from the run's start instead of where delivery stood would repeat test 1's signals.
     relayTuning: { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 },
     relayAfterSignal: async (sent) => {
       me.sent.push(sent);
@@ -165,9 +165,14 @@ async function settledFeed(): Promise<ClusterEvent[]> {
 
 /** Crash and restart the failing nodes with the feed held back, so their events come out as one page. */
 async function failNodes(restart: boolean): Promise<void> {
+  const before = (await feed()).at(-1)?.seq ?? 0;
   await cluster.client.fault({ fault: 'delay-events', ms: 1_500 });
   for (const node of FAILING) await cluster.client.fault({ fault: 'crash-node', node });
   if (restart) for (const node of FAILING) await cluster.client.fault({ fault: 'restart-node', node });
+  const last = restart ? 'node_up' : 'node_down';
+  await eventually('the held-back events to be readable', async () =>
+    (await feed()).some((e) => e.seq > before && e.type === last && e.node === FAILING.at(-1)) ? true : undefined,
+  );
 }
 
 let touched: string[] = [];
@@ -252,7 +257,7 @@ describe('the progress relay with two workers', () => {
     }
   });
 
-  it('loses nothing when the worker running the relay stops mid-page: the other resumes from the last heartbeat', async () => {
+  it('loses nothing when the worker running the relay stops mid-page: the other worker delivers the page again', async () => {
     const before = (await feed()).at(-1)?.seq ?? 0;
     await eventually('the relay to heartbeat its cursor', async () => ((await relayCursor()) >= before ? true : undefined));
     stopMidPage = true;
@@ -289,6 +294,7 @@ describe('the progress relay with two worker processes', () => {
   beforeAll(async () => {
     await setUpScene();
     // Started before the workers, which join it: test timing, so a dead worker's run moves on after 5 s.
+    // Long runs, as above: a successor resuming from the run's start instead of its last heartbeat would repeat signals.
     relayId = await ensureRelay(client, queue, cluster.client.baseUrl, { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 });
     const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: queue, CLUSTER_URL: cluster.url, DATA_DIR: os.tmpdir() };
     children = await Promise.all([spawnWorker(env), spawnWorker(env)]);
@@ -298,7 +304,9 @@ describe('the progress relay with two worker processes', () => {
     await tearDownScene();
   });
 
-  it('moves to the other process when the one running it is killed (SIGKILL), and every later event is signalled once', async () => {
+  it('moves to the other process when the one running it is killed (SIGKILL) and resumes from its last heartbeat: nothing lost, nothing repeated', async () => {
+    await failNodes(true);
+    await settledFeed();
     const runner = await eventually('a worker process running the relay', async () => {
       const identity = (await relayRun())?.lastWorkerIdentity ?? '';
       return children.find((c) => identity.startsWith(`${c.process.pid}@`));
