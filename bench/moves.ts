@@ -165,7 +165,7 @@ export async function run(args: string[]): Promise<void> {
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
   const taskQueue = `bench-moves-${process.pid}`;
-  const worker = await createRebalancerWorker({ temporal: { address, namespace: 'default', taskQueue }, clusterUrl: cluster.baseUrl, dataDir: dir, logger });
+  const worker = await createRebalancerWorker({ temporal: { address, namespace: 'default', taskQueue }, clusterUrl: cluster.baseUrl, logger });
   const running = worker.run();
   const used = new Set<string>();
   try {

@@ -168,7 +168,6 @@ try {
     temporal: temporalSettings(env, address),
     clusterUrl,
     clusterToken: env.CLUSTER_TOKEN,
-    dataDir,
     logger,
   });
   const running = worker.run();

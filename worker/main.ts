@@ -19,7 +19,6 @@ const w = await createRebalancerWorker({
   temporal: temporalSettings(env, env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`),
   clusterUrl: env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`,
   clusterToken: env.CLUSTER_TOKEN,
-  dataDir: env.DATA_DIR,
   logger,
 });
 await w.run();

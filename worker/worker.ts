@@ -1,12 +1,14 @@
-/** Builds the worker (workflows + activities) and its progress relay on one connection. */
+/** Builds the worker (workflows + activities) on one connection and joins the broker's progress relay. */
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type ActivityDeps } from '../activities';
+import { createRelayActivities, type RelayDeps } from '../activities/relay';
 import { ClusterClient } from '../cluster/client';
+import type { RelayTuning } from '../workflows/relay';
 import type { TemporalSettings } from './config';
-import { ProgressRelay } from './relay';
+import { ensureRelay } from './relay';
 
 export const WORKFLOWS_PATH = path.resolve(import.meta.dirname, '../workflows/index.ts');
 
@@ -14,18 +16,20 @@ export interface RebalancerWorkerOptions {
   temporal: TemporalSettings;
   clusterUrl: string;
   clusterToken?: string;
-  dataDir: string;
   logger: Logger;
   /** Tests wrap the broker client the activities use, to inject faults around guarded writes. */
   wrapActivityCluster?: (cluster: ClusterClient) => ActivityDeps['cluster'];
-  /** Relay tuning, for tests and benchmarks. */
-  relay?: { pollWaitMs?: number; progressIntervalMs?: number; batchMs?: number };
+  /** Relay tuning for tests and benchmarks; it applies only when this worker is the one that starts the relay. */
+  relayTuning?: Partial<RelayTuning>;
+  /** Test-only hook inside the relay activity (see RelayDeps). */
+  relayAfterSignal?: RelayDeps['afterSignal'];
 }
 
 export interface RebalancerWorker {
   worker: Worker;
-  relay: ProgressRelay;
   client: Client;
+  /** Workflow id of the broker's progress relay. */
+  relayWorkflowId: string;
   /** Runs until shutdown() or a shutdown signal; resolves when everything stopped. */
   run(): Promise<void>;
   shutdown(): void;
@@ -43,28 +47,26 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     namespace: temporal.namespace,
     taskQueue: temporal.taskQueue,
     workflowsPath: WORKFLOWS_PATH,
-    activities: createActivities({ cluster: options.wrapActivityCluster?.(cluster) ?? cluster, logger }),
+    activities: {
+      ...createActivities({ cluster: options.wrapActivityCluster?.(cluster) ?? cluster, logger }),
+      ...createRelayActivities({ cluster, client, logger, afterSignal: options.relayAfterSignal }),
+    },
     // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
     maxCachedWorkflows: 1000,
+    // The relay's cursor reaches the server every 2 s (not at 80% of its heartbeat timeout), so a busy
+    // machine does not time the relay out and a successor repeats little.
+    maxHeartbeatThrottleInterval: '2s',
   });
-  const relay = new ProgressRelay({
-    cluster,
-    client,
-    cursorFile: path.join(options.dataDir, 'relay-cursor.json'),
-    logger,
-    ...options.relay,
-  });
+  const relay = await ensureRelay(client, temporal.taskQueue, cluster.baseUrl, options.relayTuning);
   return {
     worker,
-    relay,
     client,
+    relayWorkflowId: relay,
     async run() {
-      relay.start();
-      logger.info({ taskQueue: temporal.taskQueue, namespace: temporal.namespace, address: temporal.address }, 'worker ready');
+      logger.info({ taskQueue: temporal.taskQueue, namespace: temporal.namespace, address: temporal.address, relay }, 'worker ready');
       try {
         await worker.run();
       } finally {
-        await relay.stop();
         await clientConnection.close();
         await nativeConnection.close();
         logger.info('worker stopped');

@@ -1,2 +1,3 @@
 /** Every workflow the worker registers. */
 export { followerMove } from './follower-move';
+export { progressRelay } from './relay';

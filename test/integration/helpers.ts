@@ -1,5 +1,4 @@
 /** Shared set-up for integration tests: a worker of this project on the real dev server, a client, a logger. */
-import os from 'node:os';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -8,7 +7,7 @@ import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
 import { startCluster, type RunningCluster } from '../../cluster/server';
 import type { SimConfig } from '../../cluster/sim/types';
-import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker } from '../../worker/worker';
+import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type RebalancerWorkerOptions } from '../../worker/worker';
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
@@ -25,24 +24,25 @@ export async function connectClient(address = temporalAddress()): Promise<Client
   return new Client({ connection });
 }
 
+/** Relay timing for tests: quick progress, and a killed worker's relay run moves on within seconds. */
+export const TEST_RELAY_TUNING = { heartbeatTimeoutMs: 5_000, runMs: 20_000, pollWaitMs: 500, progressIntervalMs: 500, batchMs: 50 };
+
 /** A worker on its own task queue, so test files running side by side do not take each other's tasks. */
 export async function startWorker(
   clusterUrl: string,
   taskQueue: string,
-  wrapActivityCluster?: Parameters<typeof createRebalancerWorker>[0]['wrapActivityCluster'],
+  wrapActivityCluster?: RebalancerWorkerOptions['wrapActivityCluster'],
   address = temporalAddress(),
-): Promise<{ w: RebalancerWorker; running: Promise<void>; dataDir: string }> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-worker-'));
+): Promise<{ w: RebalancerWorker; running: Promise<void> }> {
   const w = await createRebalancerWorker({
     temporal: { address, namespace: 'default', taskQueue },
     clusterUrl,
-    dataDir,
     logger,
     wrapActivityCluster,
-    relay: { pollWaitMs: 500, progressIntervalMs: 500, batchMs: 50 },
+    relayTuning: TEST_RELAY_TUNING,
   });
   const running = w.run();
-  return { w, running, dataDir };
+  return { w, running };
 }
 
 /** A reference cluster in this process on the wall clock, tuned so a move takes about a second. */

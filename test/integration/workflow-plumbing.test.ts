@@ -1,15 +1,19 @@
 /**
- * The Temporal plumbing on a real dev server, with a fake broker injected through createActivities: the
- * workflow bundles, runs to completion, keeps its search attributes and answers its status query.
+ * The Temporal plumbing on a real dev server, with a fake broker injected through the activity factories: the
+ * workflows bundle, run to completion, keep their search attributes and answer their status query, and the
+ * progress relay carries its cursor across runs and histories.
  */
+import { defaultPayloadConverter } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities';
-import type { Node, PartitionView } from '../../cluster/contract';
-import { statusQuery } from '../../workflows/definitions';
+import { createRelayActivities } from '../../activities/relay';
+import type { ClusterEvent, Node, PartitionView } from '../../cluster/contract';
+import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
+import type { progressRelay } from '../../workflows/relay';
 import { PhaseKey } from '../../workflows/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
-import { connectClient, temporalAddress } from './helpers';
+import { connectClient, eventually, temporalAddress } from './helpers';
 
 const stream: PartitionView = {
   partition: {
@@ -72,5 +76,84 @@ describe('workflow plumbing on a real Temporal dev server', () => {
     // One read (a local activity, recorded as a marker) and no write.
     expect(history.events?.filter((e) => e.markerRecordedEventAttributes) ?? []).toHaveLength(1);
     expect(history.events?.filter((e) => e.activityTaskScheduledEventAttributes) ?? []).toHaveLength(0);
+  });
+});
+
+describe('the progress relay workflow on a real Temporal dev server', () => {
+  const taskQueue = `plumbing-relay-${process.pid}`;
+  const partition = `relay-plumbing-${process.pid}`;
+  const brokerUrl = 'http://fake-broker.invalid';
+  const feed: ClusterEvent[] = [];
+  const base = { partition, at: 0, generation: 1 };
+
+  it('delivers every event once across runs and continued histories, and flushes throttled progress at each run end', async () => {
+    const client = await connectClient();
+    const connection = await NativeConnection.connect({ address: temporalAddress() });
+    const worker = await Worker.create({
+      connection,
+      taskQueue,
+      workflowsPath: WORKFLOWS_PATH,
+      activities: createRelayActivities({
+        client,
+        cluster: {
+          baseUrl: brokerUrl,
+          events: async (after, options) => {
+            const events = feed.filter((e) => e.seq > after).slice(0, 3);
+            if (events.length === 0) await new Promise((r) => setTimeout(r, Math.min(options?.waitMs ?? 0, 100)));
+            return { events, cursor: events.at(-1)?.seq ?? after };
+          },
+        },
+      }),
+    });
+    const running = worker.run();
+    let producer: NodeJS.Timeout | undefined;
+    try {
+      // Stands in for the partition's move: nobody polls its task queue, it only collects signals.
+      const sink = await client.workflow.start('followerMove', {
+        taskQueue: `${taskQueue}-nobody-polls`,
+        workflowId: reconfigurationWorkflowId(partition),
+        args: [{ partition, from: 'n1', to: 'n2', origin: 'operator' }],
+      });
+      const relay = await client.workflow.start<typeof progressRelay>('progressRelay', {
+        taskQueue,
+        workflowId: `plumbing-relay-${process.pid}`,
+        args: [{ brokerUrl, cursor: 0, tuning: { runMs: 400, runsPerHistory: 2, pollWaitMs: 100, batchMs: 10, progressIntervalMs: 60_000 } }],
+      });
+      // The feed grows while the relay runs, over many runs: an admission and a progress report every 100 ms.
+      producer = setInterval(() => {
+        const seq = feed.length + 1;
+        if (seq > 60) return clearInterval(producer);
+        feed.push(
+          seq % 2
+            ? { ...base, seq, type: 'admitted', node: `n${seq}` }
+            : { ...base, seq, type: 'progress', confirmedTail: seq, boundary: null, replicas: [] },
+        );
+      }, 50);
+      const signals = await eventually('every event of the feed relayed', async () => {
+        const history = await sink.fetchHistory();
+        const got = (history.events ?? [])
+          .map((e) => e.workflowExecutionSignaledEventAttributes)
+          .filter((a) => !!a)
+          .map((a) => ({ name: a.signalName!, payload: defaultPayloadConverter.fromPayload<{ node?: string; confirmedTail?: number }>(a.input!.payloads![0]!) }));
+        const last = got.filter((g) => g.name === 'progress').at(-1);
+        return feed.length >= 60 && last?.payload.confirmedTail === 60 ? got : undefined;
+      });
+      // Admissions: each exactly once, in feed order; progress: throttled, but the last report is never lost.
+      expect(signals.filter((g) => g.name === 'admitted').map((g) => g.payload.node)).toEqual(
+        feed.filter((e) => e.type === 'admitted').map((e) => (e as { node: string }).node),
+      );
+      const current = await relay.describe();
+      expect(current.runId).not.toBe(relay.firstExecutionRunId);
+      const history = await client.workflow.getHandle(relay.workflowId).fetchHistory();
+      const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
+      const input = defaultPayloadConverter.fromPayload<{ cursor: number }>(started.input!.payloads![0]!);
+      expect(input.cursor).toBeGreaterThan(0);
+      await relay.terminate('test done');
+      await sink.terminate('test done');
+    } finally {
+      clearInterval(producer);
+      worker.shutdown();
+      await running;
+    }
   });
 });

@@ -1,0 +1,224 @@
+/**
+ * The progress relay's activity: reads the broker's event feed and turns events into signals to the
+ * partition's workflow. Delivery is at least once: the cursor is heartbeated only once the signals of a page
+ * went out, and a retried run (worker killed, heartbeat timed out) resumes from the last heartbeat. Workflows
+ * are idempotent about repeats (progress is a maximum, liveness carries the feed sequence). Progress is
+ * coalesced per partition and throttled, except when a replica crosses the switch boundary, which is what a
+ * move waits for. Signals to one workflow, and signals about one node, go out in feed order.
+ */
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { SignalDefinition } from '@temporalio/workflow';
+import type { Logger } from 'pino';
+import type { ClusterClient } from '../cluster/client';
+import type { ClusterEvent } from '../cluster/contract';
+import {
+  admittedSignal,
+  nodeSignal,
+  progressSignal,
+  reconfigurationWorkflowId,
+  recoverySignal,
+  type NodeSignal,
+  type ProgressSignal,
+} from '../workflows/definitions';
+import type { RelayRun } from '../workflows/relay';
+import { SourceKey, TargetKey } from '../workflows/search-attributes';
+
+export interface RelayDeps {
+  cluster: Pick<ClusterClient, 'events' | 'baseUrl'>;
+  client: Pick<Client, 'workflow'>;
+  logger?: Logger;
+  /** Test-only, in process: runs after each signal went out, so a test can slow a delivery or stop a worker mid-page. */
+  afterSignal?: (sent: SentSignal) => Promise<void>;
+}
+
+/** One page of the feed: the events after cursor `after`. */
+export interface RelayPage {
+  after: number;
+  events: number;
+}
+
+export interface SentSignal {
+  workflowId: string;
+  signal: string;
+  page: RelayPage;
+  /** How many signals of this page went out so far, this one included. */
+  inPage: number;
+}
+
+type ProgressEvent = Extract<ClusterEvent, { type: 'progress' }>;
+
+interface Sent {
+  at: number;
+  covering: number;
+}
+
+/** How many replicas are durable at or beyond the switch boundary: a rise is what a move waits for. */
+function covering(e: ProgressEvent): number {
+  return e.boundary === null ? 0 : e.replicas.filter((r) => r.durableOffset >= e.boundary!).length;
+}
+
+function isCursor(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** One activity run: its throttle state lives in memory, its cursor in heartbeats. */
+class FeedRun {
+  private cursor: number;
+  private failures = 0;
+  private readonly sent = new Map<string, Sent>();
+  /** Progress held back by the throttle, sent once its interval has passed. */
+  private readonly held = new Map<string, ProgressEvent>();
+
+  constructor(
+    private readonly deps: RelayDeps,
+    private readonly run: RelayRun,
+    private readonly ctx: Context,
+    start: number,
+    private readonly log: Logger | undefined,
+  ) {
+    this.cursor = start;
+  }
+
+  /** Where a successor must resume: before the oldest progress still held back, so nothing is skipped. */
+  resumeAt(): number {
+    let at = this.cursor;
+    for (const e of this.held.values()) at = Math.min(at, e.seq - 1);
+    return at;
+  }
+
+  async relay(): Promise<number> {
+    const until = Date.now() + this.run.runMs;
+    while (Date.now() < until) {
+      this.ctx.heartbeat(this.resumeAt());
+      try {
+        const after = this.cursor;
+        const page = await Promise.race([
+          this.deps.cluster.events(after, { waitMs: this.held.size > 0 ? 200 : this.run.pollWaitMs, limit: 2_000 }),
+          this.ctx.cancelled,
+        ]);
+        await this.deliver({ after, events: page.events.length }, page.events, false);
+        this.cursor = page.cursor;
+        this.failures = 0;
+        if (page.events.length > 0) await this.ctx.sleep(this.run.batchMs);
+      } catch (err) {
+        if (this.ctx.cancellationSignal.aborted) throw err;
+        this.failures += 1;
+        if (this.failures === 1 || this.failures % 20 === 0) {
+          this.log?.warn({ err: (err as Error).message, failures: this.failures, cursor: this.cursor }, 'relay could not read or deliver events; retrying');
+        }
+        await this.ctx.sleep(Math.min(5_000, 200 * this.failures));
+      }
+    }
+    // Progress still held goes out now, so the cursor handed back owes nothing.
+    await this.deliver({ after: this.cursor, events: 0 }, [], true);
+    this.ctx.heartbeat(this.cursor);
+    return this.cursor;
+  }
+
+  private async deliver(page: RelayPage, events: ClusterEvent[], flush: boolean): Promise<void> {
+    let sentInPage = 0;
+    const send = async <Args extends unknown[]>(workflowId: string, def: SignalDefinition<Args>, ...args: Args): Promise<void> => {
+      // A cancelled run (worker stopping) sends nothing more: its successor delivers the page again.
+      this.ctx.cancellationSignal.throwIfAborted();
+      try {
+        await this.deps.client.workflow.getHandle(workflowId).signal(def, ...args);
+      } catch (err) {
+        // A workflow that does not run (no move, or it already ended) has nothing to be told.
+        if (err instanceof WorkflowNotFoundError) return;
+        throw err;
+      }
+      sentInPage += 1;
+      this.ctx.heartbeat(this.resumeAt());
+      await this.deps.afterSignal?.({ workflowId, signal: def.name, page, inPage: sentInPage });
+    };
+    // One chain per workflow and per node: each keeps feed order, the chains run side by side.
+    const chains = new Map<string, Promise<void>>();
+    const queue = (key: string, step: () => Promise<void>) => chains.set(key, (chains.get(key) ?? Promise.resolve()).then(step));
+    const move = reconfigurationWorkflowId;
+    for (const e of events) {
+      switch (e.type) {
+        case 'progress':
+          this.held.set(e.partition, e);
+          break;
+        case 'admitted':
+          queue(move(e.partition), () => send(move(e.partition), admittedSignal, { node: e.node, generation: e.generation }));
+          break;
+        case 'recovery_opened':
+          queue(move(e.partition), () => send(move(e.partition), recoverySignal, { state: 'opened', epoch: e.epoch }));
+          break;
+        case 'recovery_activated':
+          queue(move(e.partition), () =>
+            send(move(e.partition), recoverySignal, { state: 'activated', epoch: e.epoch, owner: e.owner, generation: e.generation }),
+          );
+          break;
+        case 'node_down':
+        case 'node_up': {
+          const signal: NodeSignal & { seq: number } = { node: e.node, live: e.type === 'node_up', seq: e.seq };
+          queue(`node ${e.node}`, async () => {
+            for (const id of await this.movesOn(e.node)) await send(id, nodeSignal, signal);
+          });
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    const now = Date.now();
+    for (const [partition, e] of this.held) {
+      const last = this.sent.get(partition);
+      const count = covering(e);
+      if (!flush && last && now - last.at < this.run.progressIntervalMs && count <= last.covering) continue;
+      this.sent.set(partition, { at: now, covering: count });
+      const payload: ProgressSignal = { generation: e.generation, confirmedTail: e.confirmedTail, boundary: e.boundary, replicas: e.replicas };
+      // Held until sent, so a heartbeat meanwhile still resumes before it.
+      queue(move(partition), async () => {
+        await send(move(partition), progressSignal, payload);
+        if (this.held.get(partition) === e) this.held.delete(partition);
+      });
+    }
+    await Promise.all(chains.values());
+  }
+
+  /** The running moves whose source or target is `node`, found through visibility. */
+  private async movesOn(node: string): Promise<string[]> {
+    const query = `ExecutionStatus = "Running" AND (${TargetKey.name} = "${node}" OR ${SourceKey.name} = "${node}")`;
+    const ids: string[] = [];
+    for await (const wf of this.deps.client.workflow.list({ query })) ids.push(wf.workflowId);
+    return ids;
+  }
+}
+
+export function createRelayActivities(deps: RelayDeps) {
+  const log = deps.logger?.child({ component: 'relay' });
+  return {
+    /** Relays the feed from `run.cursor` (or the last heartbeat of an earlier attempt) for runMs; returns the cursor. */
+    async relayFeed(run: RelayRun): Promise<number> {
+      if (run.brokerUrl !== deps.cluster.baseUrl) {
+        // Retryable: another worker on the task queue may be the one configured for that broker.
+        throw ApplicationFailure.retryable(
+          `this worker's broker is ${deps.cluster.baseUrl}, but the relay run is for ${run.brokerUrl}: workers on one task queue need the same CLUSTER_URL`,
+          'WrongBroker',
+        );
+      }
+      const ctx = Context.current();
+      const saved: unknown = ctx.info.heartbeatDetails;
+      const start = isCursor(saved) ? saved : run.cursor;
+      if (ctx.info.attempt > 1) log?.info({ cursor: start, attempt: ctx.info.attempt }, 'progress relay resumed from its last heartbeat');
+      const feed = new FeedRun(deps, run, ctx, start, log);
+      try {
+        return await feed.relay();
+      } catch (err) {
+        // A cancel means this worker stops (or lost the run to a timeout, and then the answer is ignored):
+        // hand back where delivery stands, so the next run starts at once on a worker that is left. Reported
+        // as cancelled, the run would end the relay workflow.
+        if (!ctx.cancellationSignal.aborted) throw err;
+        log?.info({ cursor: feed.resumeAt() }, 'progress relay run handed back: this worker stops');
+        return feed.resumeAt();
+      }
+    },
+  };
+}
+
+export type RelayActivities = ReturnType<typeof createRelayActivities>;
