@@ -64,9 +64,13 @@ const { guardedWrite } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
 /** Refusals that pass by themselves: wait a little and try again. */
 const PASSING = new Set(['no_sync_budget', 'generation_mismatch', 'injected', 'not_caught_up', 'change_in_flight']);
 
-/** An activity the broker rejected for good (a 4xx that is not a typed refusal): retrying cannot help. */
-function rejection(err: unknown): ApplicationFailure | null {
-  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : null;
+/**
+ * An activity the broker rejected for good (a 4xx that is not a typed refusal): retrying cannot help. A local
+ * activity's failure reaches the workflow as the ApplicationFailure itself (`direct`: recognise that too).
+ */
+function rejection(err: unknown, direct: boolean): ApplicationFailure | null {
+  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause;
+  return direct && err instanceof ApplicationFailure ? err : null;
 }
 
 type Interrupt = 'recovery' | 'cancel' | 'target_down' | 'stalled' | 'deadline';
@@ -359,7 +363,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         if (recoveryPending) await waitForActivation();
         reply = await write('drop-learner', { node: T }, `drop learner ${T}`);
       } catch (err) {
-        const cause = rejection(err);
+        const cause = rejection(err, cleanupRule);
         if (!cleanupRule || !cause) throw err;
         log.warn(`could not drop learner ${T}: ${cause.message}`);
         return `the learner ${T} could not be dropped (${cause.message}): drop it with the guarded write drop-learner`;
@@ -562,7 +566,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     try {
       ctx = await read();
     } catch (err) {
-      const cause = rejection(err);
+      const cause = rejection(err, cleanupRule);
       if (cause) return finish({ status: 'aborted', partition, code: cause.type ?? 'rejected', reason: cause.message });
       throw err;
     }
@@ -574,7 +578,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       ended = await beforeSwap(ctx);
     } catch (err) {
       // Every exit before the swap drops the learner, a request the broker rejects for good included.
-      const cause = rejection(err);
+      const cause = rejection(err, cleanupRule);
       if (!cleanupRule || !cause || status.boundary !== null) throw err;
       return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request while ${status.phase.replace(/_/g, ' ')}: ${cause.message}`);
     }
