@@ -404,12 +404,12 @@ describe('follower move with slow transfers', () => {
       const outcome = await handle.result();
       done = true;
       await watching;
+      expect(outcome).toMatchObject({ status: 'completed', from, to });
       // The scene happened: T's durable offset stayed flat for longer than the stall abort while bytes fell.
       const flat = samples.filter((x) => x.durable === samples[0]?.durable);
       expect(flat.length).toBeGreaterThan(2);
-      expect(flat.at(-1)!.at - flat[0]!.at).toBeGreaterThan(2 * timing.stallAbortMs);
+      expect(flat.at(-1)!.at - flat[0]!.at).toBeGreaterThan(timing.stallAbortMs + 1_000);
       expect(flat.at(-1)!.bytes).toBeLessThan(flat[0]!.bytes);
-      expect(outcome).toMatchObject({ status: 'completed', from, to });
       expect((await slow.client.invariants()).breaches).toEqual([]);
     } finally {
       w.shutdown();
