@@ -91,8 +91,11 @@ describe('faults at every write boundary of a follower move', () => {
   it.each(cases.map((c, i) => ({ ...c, partition: `q-${i}` })))(
     '$victim fails $when $write',
     async ({ write, when, victim, partition }) => {
-      const { from, to } = await pickMove(cluster.client, partition);
+      const { to } = await pickMove(cluster.client, partition);
       const before = (await cluster.client.partition(partition)).partition;
+      // R: a follower a recovery does not make owner when durability ties (ties go to the first name), so a
+      // failed owner usually leads to the retry under the new epoch rather than to "no longer a follower".
+      const from = [...before.followers].sort().at(-1)!;
       const node = victim === 'owner' ? before.owner : victim === 'R' ? from : victim === 'T' ? to : null;
       const fault: Fault = node ? { fault: 'crash-node', node } : { fault: 'fail-owner', partition };
       armed = { partition, write, when, faults: [fault], fired: false };
