@@ -58,7 +58,7 @@ describe('process faults during a follower move', () => {
     try {
       // The time between the swap and the end is short: a kill that comes too late tests nothing, so the
       // scene runs again on another partition rather than passing.
-      for (const id of ['q-0', 'q-1', 'q-2']) {
+      for (const [attempt, id] of ['q-0', 'q-1', 'q-2'].entries()) {
         const { from, to } = await pickMove(cluster.client, id);
         const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: id, from, to, origin: 'operator', timing: { pollMs: 2_000 } });
         await inPhase(handle, ['catching_up']);
@@ -79,6 +79,7 @@ describe('process faults during a follower move', () => {
         expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
         // The kill landed before the end exactly when the workflow task that ended the move ran elsewhere.
         if (!inWindow || (await endedBy(client, handle.workflowId)).startsWith(`${killed}@`)) continue;
+        console.log(`worker killed after the swap in phase ${landed}, attempt ${attempt + 1}`);
         expect((await cluster.client.invariants()).breaches).toEqual([]);
         await replayAndKeep(client, handle.workflowId, 'worker-killed');
         return;
