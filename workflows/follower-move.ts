@@ -161,7 +161,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         phase: t.phase,
         // The broker's clock is not the workflow's: carry over how long ago the stall began.
         stalledSince: t.stalledSince === null ? null : Date.now() - Math.max(0, view.progress.now - t.stalledSince),
-        pausedForRecovery: (t as { pausedForRecovery?: boolean }).pausedForRecovery,
+        pausedForRecovery: t.pausedForRecovery,
       });
     }
     if (nodes) targetLive = nodes.find((n) => n.id === T)?.live ?? false;

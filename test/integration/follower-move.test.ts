@@ -379,7 +379,7 @@ describe('follower move', () => {
   });
 });
 
-describe('follower move with slow transfers', () => {
+describe('follower move on a cluster of its own', () => {
   it('a checkpoint that takes longer than the stall abort, with bytes falling, is not stalled: the move completes', async () => {
     // Transfers at 250 kB/s: T copies a 1 MiB checkpoint for about 4 s, its durable offset flat meanwhile.
     const slow = await startTestCluster({ transferBytesPerSec: 250_000 }, { nodes: 5, partitions: 8, streams: 0 });
@@ -415,6 +415,48 @@ describe('follower move with slow transfers', () => {
       w.shutdown();
       await running;
       await slow.close();
+    }
+  });
+
+  it('time paused for recovery does not count toward the catch-up deadline, and the move says it is paused', async () => {
+    // One transfer per node: a rejoin on T can only start by pausing the move's transfer to T.
+    const own = await startTestCluster({ perNodeLimit: 1 }, { nodes: 5, partitions: 12, streams: 0 });
+    const queue = `${taskQueue}-paused`;
+    const { w, running } = await startWorker(own.url, queue);
+    try {
+      // Ids q-6 and up, which the file's other cluster does not have. B: a partition T owns; A: one T holds no copy of.
+      const { partitions } = await own.client.topology();
+      const mine = partitions.filter((p) => Number(p.id.slice(2)) >= 6);
+      const holds = (p: Partition, n: string) => [p.owner, ...p.followers].includes(n);
+      const [A, B] = mine.flatMap((a) => mine.filter((b) => b !== a && !holds(a, b.owner)).map((b) => [a, b] as const))[0]!;
+      const T = B.owner;
+      const R = A.followers[0]!;
+      const timing = { pollMs: 300, catchUpBaseMs: 4_000, catchUpFloorBytesPerSec: 1e12, stallAbortMs: 600_000 };
+      await own.client.fault({ fault: 'stall-transfer', partition: A.id, node: T, stalled: true });
+      const handle = await startFollowerMove({ client, cluster: own.client, taskQueue: queue }, { partition: A.id, from: R, to: T, origin: 'operator', timing });
+      await eventually('the move catching up', async () => ((await handle.query(statusQuery)).phase === 'catching_up' ? true : undefined));
+      // B's owner T fails and is suspended; its rejoin is held (stalled), so it keeps T's one slot.
+      await own.client.fault({ fault: 'stall-transfer', partition: B.id, node: T, stalled: true });
+      await own.client.fault({ fault: 'fail-owner', partition: B.id });
+      await own.client.fault({ fault: 'stall-transfer', partition: A.id, node: T, stalled: false });
+      const paused = await eventually('the move paused for recovery', async () => {
+        const s = await handle.query(statusQuery);
+        return s.blockingReason?.startsWith(`transfer to ${T} paused: recovery transfers on ${T} come first`) ? s : undefined;
+      });
+      expect(paused.phase).toBe('catching_up');
+      // Paused for longer than the whole catch-up allowance.
+      const pausedAt = Date.now();
+      await new Promise((r) => setTimeout(r, timing.catchUpBaseMs + 2_000));
+      const still = (await own.client.progress(A.id)).replicas.find((r) => r.node === T)!;
+      expect(still.pausedForRecovery).toBe(true);
+      await own.client.fault({ fault: 'stall-transfer', partition: B.id, node: T, stalled: false });
+      expect(await handle.result()).toMatchObject({ status: 'completed', from: R, to: T });
+      expect(Date.now() - pausedAt).toBeGreaterThan(timing.catchUpBaseMs);
+      expect((await own.client.invariants()).breaches).toEqual([]);
+    } finally {
+      w.shutdown();
+      await running;
+      await own.close();
     }
   });
 });
