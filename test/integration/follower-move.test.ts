@@ -438,12 +438,18 @@ describe('follower move on a cluster of its own', () => {
       // B's owner T fails and is suspended; its rejoin is held (stalled), so it keeps T's one slot.
       await own.client.fault({ fault: 'stall-transfer', partition: B.id, node: T, stalled: true });
       await own.client.fault({ fault: 'fail-owner', partition: B.id });
-      await own.client.fault({ fault: 'stall-transfer', partition: A.id, node: T, stalled: false });
-      const paused = await eventually('the move paused for recovery', async () => {
-        const s = await handle.query(statusQuery);
-        return s.blockingReason?.startsWith(`transfer to ${T} paused: recovery transfers on ${T} come first`) ? s : undefined;
+      await eventually('the broker pausing the transfer to T', async () => {
+        const t = (await own.client.progress(A.id)).replicas.find((r) => r.node === T);
+        return t?.pausedForRecovery ? true : undefined;
       });
-      expect(paused.phase).toBe('catching_up');
+      await own.client.fault({ fault: 'stall-transfer', partition: A.id, node: T, stalled: false });
+      const reason = `transfer to ${T} paused: recovery transfers on ${T} come first`;
+      const paused = await eventually('the move paused for recovery, or ended', async () => {
+        const s = await handle.query(statusQuery);
+        return s.blockingReason?.startsWith(reason) || s.outcome !== null ? s : undefined;
+      });
+      expect(paused).toMatchObject({ phase: 'catching_up', outcome: null });
+      expect(paused.blockingReason).toMatch(new RegExp(`^${reason} \\(.* remaining`));
       // Paused for longer than the whole catch-up allowance.
       const pausedAt = Date.now();
       await new Promise((r) => setTimeout(r, timing.catchUpBaseMs + 2_000));
