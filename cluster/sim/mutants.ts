@@ -44,7 +44,7 @@ export const MUTANTS = {
   'add-learner.known-node': {
     rule: 'the node is registered (unknown_node)',
     safety: false,
-    why: 'it rejects a malformed request; without it the write fails with an internal error instead of a refusal',
+    why: 'it rejects a malformed request; without it an unknown node is refused node_down instead',
   },
   'add-learner.node-live': {
     rule: 'the node is live (node_down)',

@@ -1069,10 +1069,10 @@ export class ClusterSim {
     return null;
   }
 
-  /** The mutant lets any other replica through, never a node holding no replica of the partition. */
+  /** The mutant lets a follower through, never the owner, the leaving replica or a node holding no replica. */
   private requireLearner(p: PartitionState, n: string, rule: MutantName): ReplicaState {
     const r = p.replicas[n];
-    if (!r || !this.holds(rule, p.learners.includes(n))) {
+    if (!r || n === p.owner || n === p.leaving || !this.holds(rule, p.learners.includes(n))) {
       throw new Refused('not_a_learner', `${n} is not a learner of ${p.id}`, { node: n, learners: p.learners });
     }
     return r;
@@ -1162,11 +1162,20 @@ export class ClusterSim {
   }
 
   private dropLearner(p: PartitionState, n: string): null {
-    const r = this.requireLearner(p, n, 'drop-learner.is-learner');
-    p.learners = p.learners.filter((x) => x !== n);
-    p.history = p.history.filter((h) => h.node !== n);
-    this.retain(p, n, r);
+    this.removeReplica(p, n, this.requireLearner(p, n, 'drop-learner.is-learner'));
     return null;
+  }
+
+  /** Takes n out of every role and the eligible set, keeping its data as a retained copy. */
+  private removeReplica(p: PartitionState, n: string, r: ReplicaState): void {
+    p.learners = p.learners.filter((x) => x !== n);
+    p.followers = p.followers.filter((x) => x !== n);
+    p.history = p.history.filter((h) => h.node !== n);
+    if (p.leaving === n) {
+      p.leaving = null;
+      p.boundary = null;
+    }
+    this.retain(p, n, r);
   }
 
   private swap(p: PartitionState, learner: string, leaving: string): number {
@@ -1194,7 +1203,8 @@ export class ClusterSim {
   }
 
   private removeLeaving(p: PartitionState, n: string): null {
-    if (!this.holds('remove-leaving.is-leaving', p.leaving === n) || !p.boundary) {
+    const removed = p.replicas[n];
+    if (!removed || n === p.owner || !this.holds('remove-leaving.is-leaving', p.leaving === n) || !p.boundary) {
       throw new Refused('not_leaving', `${n} is not the leaving replica of ${p.id}`, { node: n, leaving: p.leaving });
     }
     const b = p.boundary;
@@ -1240,10 +1250,7 @@ export class ClusterSim {
         `4:${p.id}:${p.generation}`,
       );
     }
-    p.history = p.history.filter((h) => h.node !== n);
-    p.leaving = null;
-    p.boundary = null;
-    this.retain(p, n, p.replicas[n]!);
+    this.removeReplica(p, n, removed);
     return null;
   }
 
@@ -1523,9 +1530,6 @@ export class ClusterSim {
     return this.nodes.get(node)?.storageInstance;
   }
 
-  isLive(node: string): boolean {
-    return this.nodes.get(node)?.live === true;
-  }
 }
 
 function newReplica(durable: number): ReplicaState {

@@ -4,6 +4,7 @@
  * within the budget keeps every confirmed message even though it seals the least up-to-date replicas.
  */
 import { describe, expect, it } from 'vitest';
+import { MUTANTS } from '../../cluster/sim/mutants';
 import { ClusterSim } from '../../cluster/sim/sim';
 import { makeSim, untilAdmitted, write } from './helpers';
 
@@ -46,6 +47,11 @@ describe('the invariant checker', () => {
     expect(restored.mutants.size).toBe(0);
     const r = write(restored, 'q-0', 'remove-leaving', { node: 'n3' });
     expect(!r.ok && r.refusal.code).toBe('boundary_not_covered');
+  });
+
+  it('gives every mutant that cannot make the cluster unsafe its written reason', () => {
+    const unexplained = Object.entries(MUTANTS).filter(([, m]) => !m.safety && !('why' in m && m.why));
+    expect(unexplained.map(([name]) => name)).toEqual([]);
   });
 
   it('records nothing when the same steps run with the boundary check on', () => {
