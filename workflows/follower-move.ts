@@ -3,6 +3,9 @@
  * follower: two steps"): step 0 adds T as a learner, the broker catches it up and admits it; step 1 swaps
  * who counts and keeps boundary B; step 2 removes R once T is durable at or beyond B. Before the swap every
  * abort is clean (drop the learner); after it the only ways on are finishing or ordinary recovery.
+ *
+ * Longer than most files on purpose: one workflow function whose steps share the move's state (what the
+ * broker said, the status an operator queries) as closures; the pure rules live in follower-move-rules.ts.
  */
 import {
   ActivityFailure,
@@ -356,6 +359,10 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
    * of the learner, for the outcome's reason.
    */
   const dropLearner = async (): Promise<string> => {
+    const notDropped = (why: string): string => {
+      log.warn(`could not drop learner ${T}: ${why}`);
+      return `the learner ${T} could not be dropped (${why}): drop it with the guarded write drop-learner`;
+    };
     setPhase('cleaning_up');
     for (;;) {
       let reply: WriteReply;
@@ -365,8 +372,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       } catch (err) {
         const cause = rejection(err, cleanupRule);
         if (!cleanupRule || !cause) throw err;
-        log.warn(`could not drop learner ${T}: ${cause.message}`);
-        return `the learner ${T} could not be dropped (${cause.message}): drop it with the guarded write drop-learner`;
+        return notDropped(cause.message);
       }
       if (reply.ok || reply.refusal.code === 'not_a_learner') return 'the learner was dropped before the swap';
       if (reply.refusal.code === 'pending_recovery' || passing(reply.refusal.code)) {
@@ -375,9 +381,13 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         await condition(() => false, timing.retryMs);
         continue;
       }
-      log.warn(`could not drop learner ${T}: ${reply.refusal.message}`, { refusal: reply.refusal });
-      return `the learner ${T} could not be dropped (${reply.refusal.message}): drop it with the guarded write drop-learner`;
+      return notDropped(reply.refusal.message);
     }
+  };
+
+  const cancelBeforeSwap = async (): Promise<MoveOutcome> => {
+    await dropLearner();
+    return finish({ status: 'cancelled', partition, reason: cancelReason ?? 'cancelled' });
   };
 
   /** Abort before the swap: nothing counted changed, and the learner goes. */
@@ -464,10 +474,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
 
       // ---- an abort before the swap: nothing counted changed.
       switch (interrupt) {
-        case 'cancel': {
-          await dropLearner();
-          return finish({ status: 'cancelled', partition, reason: cancelReason ?? 'cancelled' });
-        }
+        case 'cancel':
+          return cancelBeforeSwap();
         case 'target_down':
           return abortBeforeSwap('target_down', `${T} failed before the swap; nothing counted changed`);
         case 'stalled':
@@ -482,10 +490,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       // epoch, reusing T if it is still a learner; a planner's move ends and the planner decides again.
       await waitForActivation();
       if (request.origin === 'planner' || cancelReason !== null) {
-        if (cancelReason !== null) {
-          await dropLearner();
-          return finish({ status: 'cancelled', partition, reason: cancelReason });
-        }
+        if (cancelReason !== null) return cancelBeforeSwap();
         return abortBeforeSwap('pending_recovery', `a recovery on ${partition} cancelled the move before the swap`);
       }
       status.retries++;
