@@ -77,7 +77,14 @@ export interface ProgressSignal {
   generation: number;
   confirmedTail: number;
   boundary: number | null;
-  replicas: { node: string; durableOffset: number; bytesRemaining: number; stalled: boolean }[];
+  replicas: {
+    node: string;
+    durableOffset: number;
+    bytesRemaining: number;
+    stalled: boolean;
+    /** The broker paused this rebalancing transfer so recovery transfers on the node go first. */
+    pausedForRecovery?: boolean;
+  }[];
 }
 export interface AdmittedSignal {
   node: string;
@@ -92,6 +99,11 @@ export interface RecoverySignal {
 export interface NodeSignal {
   node: string;
   live: boolean;
+  /**
+   * Feed sequence of the node_up/node_down event: a signal older than one already seen for the node is
+   * ignored (the relay sends them concurrently). Absent from old senders: such a signal is applied as is.
+   */
+  seq?: number;
 }
 export interface CancelRequest {
   reason: string;

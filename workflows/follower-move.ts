@@ -3,6 +3,9 @@
  * follower: two steps"): step 0 adds T as a learner, the broker catches it up and admits it; step 1 swaps
  * who counts and keeps boundary B; step 2 removes R once T is durable at or beyond B. Before the swap every
  * abort is clean (drop the learner); after it the only ways on are finishing or ordinary recovery.
+ *
+ * Longer than most files on purpose: one workflow function whose steps share the move's state (what the
+ * broker said, the status an operator queries) as closures; the pure rules live in follower-move-rules.ts.
  */
 import {
   ActivityFailure,
@@ -10,6 +13,7 @@ import {
   CancellationScope,
   condition,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -34,7 +38,7 @@ import {
   type MoveStatus,
   type MoveTiming,
 } from './definitions';
-import { checkFollowerMove } from './follower-move-rules';
+import { checkFollowerMove, classifyRemovalRefusal, TargetWatch, type TargetReport } from './follower-move-rules';
 import { formatBytes } from './format';
 import { PhaseKey } from './search-attributes';
 
@@ -63,12 +67,26 @@ const { guardedWrite } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
 /** Refusals that pass by themselves: wait a little and try again. */
 const PASSING = new Set(['no_sync_budget', 'generation_mismatch', 'injected', 'not_caught_up', 'change_in_flight']);
 
+/**
+ * An activity the broker rejected for good (a 4xx that is not a typed refusal): retrying cannot help. A local
+ * activity's failure reaches the workflow as the ApplicationFailure itself (`direct`: recognise that too).
+ */
+function rejection(err: unknown, direct: boolean): ApplicationFailure | null {
+  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause;
+  return direct && err instanceof ApplicationFailure ? err : null;
+}
+
 type Interrupt = 'recovery' | 'cancel' | 'target_down' | 'stalled' | 'deadline';
 
 export async function followerMove(request: FollowerMoveRequest): Promise<MoveOutcome> {
   const timing: MoveTiming = { ...DEFAULT_TIMING, ...request.timing };
   const { partition, from: R, to: T } = request;
   const info = workflowInfo();
+  // Rules added while moves were running, each taken once at the start so a move keeps one set of rules for
+  // its whole life (see README, "How a move runs").
+  const progressRule = patched('progress-any-signal');
+  const refusalRule = patched('final-refusals');
+  const cleanupRule = patched('cleanup-every-exit');
 
   const status: MoveStatus = {
     kind: 'follower-move',
@@ -94,12 +112,13 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   /** Generation of the add-learner write: an `admitted` event older than it is from an earlier learner. */
   let learnerAddedAt = -1;
   let targetLive = true;
-  let targetStalledAtBroker = false;
+  /** Highest feed sequence of a node signal seen, per node: older ones arrive late and are ignored. */
+  const nodeSeq = new Map<string, number>();
   let recoveryPending = false;
   /** The epoch a pending recovery replaces: only an activation past it clears the pending state. */
   let recoveringEpoch = -1;
   let cancelReason: string | null = null;
-  let lastProgressAt = Date.now();
+  const watch = new TargetWatch(!progressRule, Date.now());
   let version = 0;
   let writeSeq = 0;
   // The catch-up deadline grows with the largest transfer T has reported in this attempt (the first
@@ -111,16 +130,16 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     if (g !== undefined && g > generation) generation = g;
     status.generation = generation;
   };
-  const noteTarget = (durable: number, bytesRemaining: number, stalled: boolean): void => {
+  const noteTarget = (report: TargetReport): void => {
+    const { durableOffset: durable, bytesRemaining } = report;
     bytesToCopy = Math.max(bytesToCopy, bytesRemaining);
     if (durable > (status.targetDurable ?? -1)) {
       status.targetDurable = durable;
       status.bytesRemaining = bytesRemaining;
-      lastProgressAt = Date.now();
     } else if (durable === status.targetDurable) {
       status.bytesRemaining = Math.min(status.bytesRemaining ?? bytesRemaining, bytesRemaining);
     }
-    targetStalledAtBroker = stalled;
+    watch.note(report, Date.now());
   };
   const absorb = (view: PartitionView, nodes?: MoveContext['nodes']): void => {
     epoch = Math.max(epoch, view.partition.epoch);
@@ -138,7 +157,16 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     const admitted = view.partition.history.some((h) => h.node === T && !h.suspended);
     if (fresh || admitted) targetAdmitted = admitted;
     const t = view.progress.replicas.find((r) => r.node === T);
-    if (t) noteTarget(t.durableOffset, t.bytesRemaining, t.stalledSince !== null);
+    if (t) {
+      noteTarget({
+        durableOffset: t.durableOffset,
+        bytesRemaining: t.bytesRemaining,
+        phase: t.phase,
+        // The broker's clock is not the workflow's: carry over how long ago the stall began.
+        stalledSince: t.stalledSince === null ? null : Date.now() - Math.max(0, view.progress.now - t.stalledSince),
+        pausedForRecovery: t.pausedForRecovery,
+      });
+    }
     if (nodes) targetLive = nodes.find((n) => n.id === T)?.live ?? false;
     else if (t) targetLive = t.live;
     version++;
@@ -148,7 +176,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   setHandler(progressSignal, (p) => {
     noteGeneration(p.generation);
     const t = p.replicas.find((r) => r.node === T);
-    if (t) noteTarget(t.durableOffset, t.bytesRemaining, t.stalled);
+    if (t) noteTarget({ ...t, stalledSince: t.stalled ? Date.now() : null });
     version++;
   });
   setHandler(admittedSignal, (a) => {
@@ -170,6 +198,10 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     version++;
   });
   setHandler(nodeSignal, (n) => {
+    if (n.seq !== undefined) {
+      if (n.seq < (nodeSeq.get(n.node) ?? -1)) return;
+      nodeSeq.set(n.node, n.seq);
+    }
     if (n.node === T) targetLive = n.live;
     version++;
   });
@@ -285,11 +317,15 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     }
   };
 
-  const stalledFor = (): number => Date.now() - lastProgressAt;
+  const stalledFor = (): number => watch.stalledFor(Date.now());
+  const passing = (code: string): boolean => PASSING.has(code) || (refusalRule && code === 'admission_closed');
 
   /** Before the swap: a recovery, a cancel, T failing or T stalling ends this attempt. */
   const catchUpDeadline = (): number =>
-    catchUpStartedAt + timing.catchUpBaseMs + Math.ceil((bytesToCopy / timing.catchUpFloorBytesPerSec) * 1000);
+    catchUpStartedAt +
+    watch.pausedFor(Date.now()) +
+    timing.catchUpBaseMs +
+    Math.ceil((bytesToCopy / timing.catchUpFloorBytesPerSec) * 1000);
 
   const beforeSwapInterrupt = (): Interrupt | null => {
     if (recoveryPending) return 'recovery';
@@ -298,6 +334,15 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     if (stalledFor() >= timing.stallAbortMs) return 'stalled';
     if (Date.now() >= catchUpDeadline()) return 'deadline';
     return null;
+  };
+
+  const catchUpReason = (): string => {
+    const left = formatBytes(status.bytesRemaining);
+    if (watch.paused) return `transfer to ${T} paused: recovery transfers on ${T} come first (${left} remaining; paused time counts toward neither the stall nor the catch-up limit)`;
+    if (stalledFor() >= timing.stallReportMs || watch.stalledAtBroker) {
+      return `${T} is stalled: no progress for ${Math.round(stalledFor() / 1000)}s, ${left} remaining (aborts after ${Math.round(timing.stallAbortMs / 1000)}s)`;
+    }
+    return `waiting for ${T} to catch up: ${left} remaining, durable at ${status.targetDurable ?? 0}`;
   };
 
   const waitForActivation = async (): Promise<void> => {
@@ -309,38 +354,51 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     );
   };
 
-  /** Drop the learner T. Runs whatever happens: non-cancellable by construction of the body. */
-  const dropLearner = async (): Promise<void> => {
+  /**
+   * Drop the learner T. Runs whatever happens: non-cancellable by construction of the body. Says what became
+   * of the learner, for the outcome's reason.
+   */
+  const dropLearner = async (): Promise<string> => {
+    const notDropped = (why: string): string => {
+      log.warn(`could not drop learner ${T}: ${why}`);
+      return `the learner ${T} could not be dropped (${why}): drop it with the guarded write drop-learner`;
+    };
     setPhase('cleaning_up');
     for (;;) {
-      if (recoveryPending) await waitForActivation();
-      const reply = await write('drop-learner', { node: T }, `drop learner ${T}`);
-      if (reply.ok || reply.refusal.code === 'not_a_learner') return;
-      if (reply.refusal.code === 'pending_recovery' || PASSING.has(reply.refusal.code)) {
+      let reply: WriteReply;
+      try {
+        if (recoveryPending) await waitForActivation();
+        reply = await write('drop-learner', { node: T }, `drop learner ${T}`);
+      } catch (err) {
+        const cause = rejection(err, cleanupRule);
+        if (!cleanupRule || !cause) throw err;
+        return notDropped(cause.message);
+      }
+      if (reply.ok || reply.refusal.code === 'not_a_learner') return 'the learner was dropped before the swap';
+      if (reply.refusal.code === 'pending_recovery' || passing(reply.refusal.code)) {
         status.retries++;
         block(`dropping learner ${T}: ${reply.refusal.message}`);
         await condition(() => false, timing.retryMs);
         continue;
       }
-      log.warn(`could not drop learner ${T}: ${reply.refusal.message}`, { refusal: reply.refusal });
-      return;
+      return notDropped(reply.refusal.message);
     }
   };
 
-  const body = async (): Promise<MoveOutcome> => {
-    // ---- validating: the same rules the CLI checked, against what the broker says now.
-    let ctx: MoveContext;
-    try {
-      ctx = await read();
-    } catch (err) {
-      if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) {
-        return finish({ status: 'aborted', partition, code: err.cause.type ?? 'rejected', reason: err.cause.message });
-      }
-      throw err;
-    }
-    const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
-    if (!check.ok) return finish({ status: 'aborted', partition, code: check.code, reason: check.message });
+  const cancelBeforeSwap = async (): Promise<MoveOutcome> => {
+    await dropLearner();
+    return finish({ status: 'cancelled', partition, reason: cancelReason ?? 'cancelled' });
+  };
 
+  /** Abort before the swap: nothing counted changed, and the learner goes. */
+  const abortBeforeSwap = async (code: string, why: string): Promise<MoveOutcome> => {
+    const left = await dropLearner();
+    return finish({ status: 'aborted', partition, code, reason: `${why}; ${left}` });
+  };
+
+  /** Steps 0 and 1, retried after a recovery: an outcome when the move ended, null once the swap happened. */
+  const beforeSwap = async (first: MoveContext): Promise<MoveOutcome | null> => {
+    let ctx = first;
     for (;;) {
       // ---- step 0: add T as a learner (or reuse it after a recovery).
       setPhase('adding_learner');
@@ -362,7 +420,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         }
         const r = reply.refusal;
         if (r.code === 'pending_recovery') continue;
-        if (!PASSING.has(r.code) || r.code === 'change_in_flight') {
+        if (!passing(r.code) || r.code === 'change_in_flight') {
           return finish({ status: 'aborted', partition, code: r.code, reason: `${T} was not added: ${r.message}` });
         }
         status.retries++;
@@ -377,17 +435,10 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
 
       // ---- T catches up in the background; the broker admits it to the accepted history.
       setPhase('catching_up');
-      lastProgressAt = Date.now();
+      watch.restart(Date.now());
       catchUpStartedAt = Date.now();
       bytesToCopy = status.bytesRemaining ?? 0;
-      let interrupt = await waitFor(
-        () => targetAdmitted,
-        () => beforeSwapInterrupt(),
-        () =>
-          stalledFor() >= timing.stallReportMs || targetStalledAtBroker
-            ? `${T} is stalled: no progress for ${Math.round(stalledFor() / 1000)}s, ${formatBytes(status.bytesRemaining)} remaining (aborts after ${Math.round(timing.stallAbortMs / 1000)}s)`
-            : `waiting for ${T} to catch up: ${formatBytes(status.bytesRemaining)} remaining, durable at ${status.targetDurable ?? 0}`,
-      );
+      let interrupt = await waitFor(() => targetAdmitted, beforeSwapInterrupt, catchUpReason);
 
       // ---- step 1: swap who counts.
       if (interrupt === null) {
@@ -405,31 +456,32 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
           }
           const r = reply.refusal;
           if (r.code === 'pending_recovery') continue;
-          if (!PASSING.has(r.code) && r.code !== 'not_admitted') {
-            await dropLearner();
-            return finish({ status: 'aborted', partition, code: r.code, reason: `the swap was refused: ${r.message}` });
+          // The broker's word that T is down: a failed target never starts to count.
+          if (refusalRule && r.code === 'node_down') {
+            targetLive = false;
+            interrupt = 'target_down';
+            break;
+          }
+          if (!passing(r.code) && r.code !== 'not_admitted') {
+            return abortBeforeSwap(r.code, `the swap was refused: ${r.message}`);
           }
           status.retries++;
           block(`retrying the swap: ${r.message}`);
           await condition(() => cancelReason !== null || recoveryPending || !targetLive, timing.retryMs);
         }
       }
-      if (status.boundary !== null) break;
+      if (status.boundary !== null) return null;
 
       // ---- an abort before the swap: nothing counted changed.
       switch (interrupt) {
         case 'cancel':
-          await dropLearner();
-          return finish({ status: 'cancelled', partition, reason: cancelReason ?? 'cancelled' });
+          return cancelBeforeSwap();
         case 'target_down':
-          await dropLearner();
-          return finish({ status: 'aborted', partition, code: 'target_down', reason: `${T} failed before the swap; the learner was dropped and nothing counted changed` });
+          return abortBeforeSwap('target_down', `${T} failed before the swap; nothing counted changed`);
         case 'stalled':
-          await dropLearner();
-          return finish({ status: 'aborted', partition, code: 'stalled', reason: `${T} made no progress for ${Math.round(stalledFor() / 1000)}s; the learner was dropped before the swap` });
+          return abortBeforeSwap('stalled', `${T} made no progress for ${Math.round(stalledFor() / 1000)}s`);
         case 'deadline':
-          await dropLearner();
-          return finish({ status: 'aborted', partition, code: 'catch_up_timeout', reason: `${T} did not catch up within the time allowed for ${formatBytes(bytesToCopy)}; the learner was dropped before the swap` });
+          return abortBeforeSwap('catch_up_timeout', `${T} did not catch up within the time allowed for ${formatBytes(bytesToCopy)}`);
         case 'recovery':
         case null:
           break;
@@ -438,10 +490,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       // epoch, reusing T if it is still a learner; a planner's move ends and the planner decides again.
       await waitForActivation();
       if (request.origin === 'planner' || cancelReason !== null) {
-        await dropLearner();
-        return cancelReason !== null
-          ? finish({ status: 'cancelled', partition, reason: cancelReason })
-          : finish({ status: 'aborted', partition, code: 'pending_recovery', reason: `a recovery on ${partition} cancelled the move before the swap; the learner was dropped` });
+        if (cancelReason !== null) return cancelBeforeSwap();
+        return abortBeforeSwap('pending_recovery', `a recovery on ${partition} cancelled the move before the swap`);
       }
       status.retries++;
       ctx = await read();
@@ -451,18 +501,17 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         R,
         T,
       );
-      if (!again.ok) {
-        await dropLearner();
-        return finish({ status: 'aborted', partition, code: again.code, reason: `after the recovery the move no longer applies: ${again.message}` });
-      }
+      if (!again.ok) return abortBeforeSwap(again.code, `after the recovery the move no longer applies: ${again.message}`);
     }
+  };
 
-    // ---- past the swap: finish or go through recovery; nothing cancels this part.
-    const B = status.boundary;
+  /** Step 2, past the swap: finish or go through recovery; nothing cancels this part. */
+  const afterSwap = async (B: number): Promise<MoveOutcome> => {
     setPhase('covering_boundary');
     for (;;) {
       await waitFor(
-        () => (status.targetDurable ?? -1) >= B && !recoveryPending,
+        // R goes only while T is live: with T down, R is the copy that keeps W live counted copies.
+        () => (status.targetDurable ?? -1) >= B && !recoveryPending && (targetLive || !refusalRule),
         () => null,
         () =>
           recoveryPending
@@ -478,7 +527,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         return finish({ status: 'completed', partition, from: R, to: T, boundary: B, epoch });
       }
       const r = reply.refusal;
-      if (r.code === 'not_leaving') {
+      const kind = refusalRule ? classifyRemovalRefusal(r, T) : r.code === 'not_leaving' ? 'not_leaving' : 'passing';
+      if (kind === 'not_leaving') {
         const now = await read();
         const p = now.view.partition;
         if (p.leaving === null && !p.history.some((h) => h.node === R) && p.followers.includes(T)) {
@@ -486,8 +536,25 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         }
         return finish({ status: 'aborted', partition, code: r.code, reason: `${R} is no longer leaving ${partition}: ${r.message}` });
       }
+      if (kind === 'final') {
+        return finish({
+          status: 'aborted',
+          partition,
+          code: r.code,
+          reason:
+            `the broker refused to remove ${R} for a reason that does not pass by itself: ${r.message}. ` +
+            `${T} counts since the swap at boundary ${B}; ${R} stays leaving, eligible and keeps its data, so nothing ` +
+            `is lost. Fix what the broker names, then remove ${R} with the guarded write remove-leaving, or let a ` +
+            `recovery of ${partition} resolve it.`,
+        });
+      }
       status.retries++;
       setPhase('covering_boundary');
+      if (kind === 'target_down') {
+        // Wait (above) until a signal or a poll says T is back.
+        targetLive = false;
+        continue;
+      }
       // The broker's word on T's durable offset wins over what signals said (a lost disk can lower it).
       if (r.code === 'boundary_not_covered') await read().then(({ view }) => {
         status.targetDurable = view.progress.replicas.find((x) => x.node === T)?.durableOffset ?? null;
@@ -496,6 +563,31 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       const seen = version;
       await condition(() => version !== seen, timing.retryMs);
     }
+  };
+
+  const body = async (): Promise<MoveOutcome> => {
+    // ---- validating: the same rules the CLI checked, against what the broker says now.
+    let ctx: MoveContext;
+    try {
+      ctx = await read();
+    } catch (err) {
+      const cause = rejection(err, cleanupRule);
+      if (cause) return finish({ status: 'aborted', partition, code: cause.type ?? 'rejected', reason: cause.message });
+      throw err;
+    }
+    const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
+    if (!check.ok) return finish({ status: 'aborted', partition, code: check.code, reason: check.message });
+
+    let ended: MoveOutcome | null;
+    try {
+      ended = await beforeSwap(ctx);
+    } catch (err) {
+      // Every exit before the swap drops the learner, a request the broker rejects for good included.
+      const cause = rejection(err, cleanupRule);
+      if (!cleanupRule || !cause || status.boundary !== null) throw err;
+      return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request while ${status.phase.replace(/_/g, ' ')}: ${cause.message}`);
+    }
+    return ended ?? afterSwap(status.boundary!);
   };
 
   return CancellationScope.nonCancellable(body);

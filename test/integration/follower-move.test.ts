@@ -3,11 +3,15 @@
  * worker and relay. Each test asserts the final assignment, the outcome and zero invariant breaches.
  */
 import type { Client } from '@temporalio/client';
+import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities, type ActivityDeps } from '../../activities';
 import { MoveRefused, cancelMove, showMove, startFollowerMove, type MovesContext } from '../../client/moves';
-import type { Partition } from '../../cluster/contract';
-import { statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
-import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { ClusterHttpError } from '../../cluster/client';
+import type { Partition, WriteReply } from '../../cluster/contract';
+import { WORKFLOWS_PATH } from '../../worker/worker';
+import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
+import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -54,13 +58,30 @@ async function untilPhase(id: string, phases: MoveStatus['phase'][]): Promise<Mo
 }
 
 /** Start a move whose learner cannot progress (its transfer is stalled), once it is catching up. */
-async function startHeldMove(id: string, origin: 'operator' | 'planner', timing: Partial<MoveTiming> = { pollMs: 500 }) {
+async function startHeldMove(id: string, origin: 'operator' | 'planner', timing: Partial<MoveTiming> = { pollMs: 500 }, queue = taskQueue) {
   const { from, to } = await pickMove(cluster.client, id);
   await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
-  const handle = await startFollowerMove(ctx, { partition: id, from, to, origin, timing });
+  const handle = await startFollowerMove({ ...ctx, taskQueue: queue }, { partition: id, from, to, origin, timing });
   await untilPhase(id, ['catching_up']);
   const release = () => cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
   return { from, to, handle, release };
+}
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+/**
+ * A worker without a relay of its own, on its own task queue, whose activities use `broker`: a test can stop
+ * it (so signals queue up in the history) or make the broker answer what the test needs.
+ */
+async function startBareWorker(queue: string, broker: ActivityDeps['cluster']): Promise<() => Promise<void>> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH });
+  const connection = await NativeConnection.connect({ address: temporalAddress() });
+  const worker = await Worker.create({ connection, taskQueue: queue, workflowBundle: await bundle, activities: createActivities({ cluster: broker }) });
+  const running = worker.run();
+  return async () => {
+    worker.shutdown();
+    await running;
+    await connection.close();
+  };
 }
 
 describe('follower move', () => {
@@ -182,23 +203,33 @@ describe('follower move', () => {
     const id = 'q-5';
     const { from, to, handle, release } = await startHeldMove(id, 'operator');
     const before = await partition(id);
+    const other = before.followers.find((f) => f !== from)!;
+    // Recovery makes the most durable survivor owner (ties broken by name): hold R's replication back so the
+    // other follower wins and R is still a follower when the move tries again.
+    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: from, stalled: true });
+    await eventually('R behind the other follower', async () => {
+      const { progress } = await cluster.client.partition(id);
+      const durable = (n: string) => progress.replicas.find((r) => r.node === n)!.durableOffset;
+      return durable(from) < durable(other) ? true : undefined;
+    });
     await cluster.client.fault({ fault: 'fail-owner', partition: id });
-    await untilPhase(id, ['waiting_for_recovery', 'catching_up', 'swapping', 'covering_boundary', 'removing', 'completed']);
+    await untilPhase(id, ['waiting_for_recovery']);
+    const activated = await eventually('the activation', async () => {
+      const p = await partition(id);
+      return p.epoch === before.epoch + 1 ? p : undefined;
+    });
+    expect(activated.owner).toBe(other);
+    expect(activated.followers).toContain(from);
+    await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: from, stalled: false });
     await release();
-    const outcome = await handle.result();
+
+    expect(await handle.result()).toMatchObject({ status: 'completed', from, to, epoch: before.epoch + 1 });
     const after = await partition(id);
-    expect(after.epoch).toBe(before.epoch + 1);
-    if (after.owner === from) {
-      // The recovery chose R as the new owner: a follower move of R no longer applies.
-      expect(outcome).toMatchObject({ status: 'aborted' });
-      expect(after.learners).toEqual([]);
-    } else {
-      expect(outcome).toMatchObject({ status: 'completed', epoch: before.epoch + 1 });
-      expect(after.followers).toContain(to);
-      expect(after.history.map((h) => h.node)).not.toContain(from);
-      expect((await statusOf(id)).retries).toBeGreaterThanOrEqual(1);
-    }
-    await replayAndKeep(client, handle.workflowId, 'recovery-before-swap');
+    expect(after.followers).toContain(to);
+    expect(after.history.map((h) => h.node)).not.toContain(from);
+    expect(after.learners).toEqual([]);
+    expect((await statusOf(id)).retries).toBeGreaterThanOrEqual(1);
+    await replayAndKeep(client, handle.workflowId, 'recovery-retried');
   });
 
   it('a recovery before the swap ends a planner move; the learner is dropped after activation', async () => {
@@ -252,5 +283,186 @@ describe('follower move', () => {
     expect(after.learners).toEqual([]);
     expect(after.followers).toContain(from);
     await release();
+  });
+
+  it('applies node signals in feed order: a node_up older than the node_down seen leaves T down', async () => {
+    const id = 'q-2';
+    const queue = `${taskQueue}-seq`;
+    let stop = await startBareWorker(queue, cluster.client);
+    const { to, handle, release } = await startHeldMove(id, 'operator', { pollMs: 500, stallAbortMs: 30_000 }, queue);
+    try {
+      // With no worker on the queue both signals wait in the history and reach the workflow in one activation,
+      // in this order: the relay sends node events concurrently, so a quick restart can arrive like this.
+      await stop();
+      await handle.signal(nodeSignal, { node: to, live: false, seq: 20 });
+      await handle.signal(nodeSignal, { node: to, live: true, seq: 19 });
+      stop = await startBareWorker(queue, cluster.client);
+      expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'target_down' });
+      expect((await partition(id)).learners).toEqual([]);
+    } finally {
+      await stop();
+      await release();
+    }
+  });
+
+  it('drops the learner when the broker rejects a read for good while T catches up', async () => {
+    const id = 'q-3';
+    const queue = `${taskQueue}-reject`;
+    let reject = false;
+    let rejected = 0;
+    const broker: ActivityDeps['cluster'] = {
+      partition: async (p) => {
+        if (reject && p === id) {
+          reject = false;
+          rejected++;
+          throw new ClusterHttpError(400, 'GET', `/v1/partitions/${p}`, { error: 'bad_request', message: 'injected: this read is rejected' });
+        }
+        return cluster.client.partition(p);
+      },
+      nodes: () => cluster.client.nodes(),
+      write: cluster.client.write.bind(cluster.client),
+    };
+    const stop = await startBareWorker(queue, broker);
+    const { to, handle, release } = await startHeldMove(id, 'operator', { pollMs: 300 }, queue);
+    try {
+      reject = true;
+      const outcome = await handle.result();
+      expect(rejected).toBe(1);
+      expect(outcome).toMatchObject({
+        status: 'aborted',
+        code: 'BrokerRejected',
+        reason: expect.stringMatching(/rejected a request while catching up: .*injected: this read is rejected.*the learner was dropped before the swap/),
+      });
+      expect((await partition(id)).learners).toEqual([]);
+      expect((await cluster.client.syncBudget()).transfers.filter((t) => t.partition === id || t.node === to)).toEqual([]);
+    } finally {
+      await stop();
+      await release();
+    }
+  });
+
+  it('ends with the code when the broker refuses the removal for a reason that cannot pass, R still eligible', async () => {
+    const id = 'q-1';
+    const queue = `${taskQueue}-final`;
+    let refused = 0;
+    const broker: ActivityDeps['cluster'] = {
+      partition: (p) => cluster.client.partition(p),
+      nodes: () => cluster.client.nodes(),
+      write: async (p, write, request) => {
+        if (p !== id || write !== 'remove-leaving') return cluster.client.write(p, write, request);
+        refused++;
+        const reply: WriteReply = { ok: false, write, refusal: { code: 'unknown_node', message: 'injected: the broker does not know this node', saw: {} } };
+        return reply;
+      },
+    };
+    const stop = await startBareWorker(queue, broker);
+    try {
+      const { from, to } = await pickMove(cluster.client, id);
+      const handle = await startFollowerMove({ ...ctx, taskQueue: queue }, { partition: id, from, to, origin: 'operator', timing: { pollMs: 300, retryMs: 200 } });
+      const outcome = await Promise.race([handle.result(), new Promise<'still running'>((r) => setTimeout(() => r('still running'), 30_000))]);
+      expect(outcome).toMatchObject({
+        status: 'aborted',
+        code: 'unknown_node',
+        reason: expect.stringMatching(new RegExp(`${from} stays leaving, eligible and keeps its data.*remove ${from} with the guarded write remove-leaving`)),
+      });
+      expect(refused).toBe(1);
+      const p = await partition(id);
+      expect(p.leaving).toBe(from);
+      expect(p.history.map((h) => h.node)).toContain(from);
+      expect(p.followers).toContain(to);
+      // The way out the reason names: the operator removes R with the guarded write.
+      const done = await cluster.client.write(id, 'remove-leaving', { node: from, expectedGeneration: p.generation, idempotencyKey: `test-${id}-remove` });
+      expect(done.ok).toBe(true);
+    } finally {
+      await stop();
+    }
+  });
+});
+
+describe('follower move on a cluster of its own', () => {
+  it('a checkpoint that takes longer than the stall abort, with bytes falling, is not stalled: the move completes', async () => {
+    // Transfers at 250 kB/s: T copies a 1 MiB checkpoint for about 4 s, its durable offset flat meanwhile.
+    const slow = await startTestCluster({ transferBytesPerSec: 250_000 }, { nodes: 5, partitions: 8, streams: 0 });
+    const queue = `${taskQueue}-slow`;
+    const { w, running } = await startWorker(slow.url, queue);
+    try {
+      // q-7: an id the file's other cluster does not have, so its relay never signals this move.
+      const id = 'q-7';
+      const { from, to } = await pickMove(slow.client, id);
+      const timing = { stallReportMs: 500, stallAbortMs: 1_500, pollMs: 300 };
+      const handle = await startFollowerMove({ client, cluster: slow.client, taskQueue: queue }, { partition: id, from, to, origin: 'operator', timing });
+      // T's progress while it copies a checkpoint, sampled from the broker.
+      const samples: { at: number; durable: number; bytes: number }[] = [];
+      let done = false;
+      const watching = (async () => {
+        while (!done) {
+          const t = (await slow.client.progress(id)).replicas.find((r) => r.node === to && r.phase === 'checkpoint');
+          if (t) samples.push({ at: Date.now(), durable: t.durableOffset, bytes: t.bytesRemaining });
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      })();
+      const outcome = await handle.result();
+      done = true;
+      await watching;
+      expect(outcome).toMatchObject({ status: 'completed', from, to });
+      // The scene happened: T's durable offset stayed flat for longer than the stall abort while bytes fell.
+      const flat = samples.filter((x) => x.durable === samples[0]?.durable);
+      expect(flat.length).toBeGreaterThan(2);
+      expect(flat.at(-1)!.at - flat[0]!.at).toBeGreaterThan(timing.stallAbortMs + 1_000);
+      expect(flat.at(-1)!.bytes).toBeLessThan(flat[0]!.bytes);
+      expect((await slow.client.invariants()).breaches).toEqual([]);
+    } finally {
+      w.shutdown();
+      await running;
+      await slow.close();
+    }
+  });
+
+  it('time paused for recovery does not count toward the catch-up deadline, and the move says it is paused', async () => {
+    // One transfer per node: a rejoin on T can only start by pausing the move's transfer to T.
+    const own = await startTestCluster({ perNodeLimit: 1 }, { nodes: 5, partitions: 12, streams: 0 });
+    const queue = `${taskQueue}-paused`;
+    const { w, running } = await startWorker(own.url, queue);
+    try {
+      // Ids q-6 and up, which the file's other cluster does not have. B: a partition T owns; A: one T holds no copy of.
+      const { partitions } = await own.client.topology();
+      const mine = partitions.filter((p) => Number(p.id.slice(2)) >= 6);
+      const holds = (p: Partition, n: string) => [p.owner, ...p.followers].includes(n);
+      const [A, B] = mine.flatMap((a) => mine.filter((b) => b !== a && !holds(a, b.owner)).map((b) => [a, b] as const))[0]!;
+      const T = B.owner;
+      const R = A.followers[0]!;
+      const timing = { pollMs: 300, catchUpBaseMs: 4_000, catchUpFloorBytesPerSec: 1e12, stallAbortMs: 600_000 };
+      await own.client.fault({ fault: 'stall-transfer', partition: A.id, node: T, stalled: true });
+      const handle = await startFollowerMove({ client, cluster: own.client, taskQueue: queue }, { partition: A.id, from: R, to: T, origin: 'operator', timing });
+      await eventually('the move catching up', async () => ((await handle.query(statusQuery)).phase === 'catching_up' ? true : undefined));
+      // B's owner T fails and is suspended; its rejoin is held (stalled), so it keeps T's one slot.
+      await own.client.fault({ fault: 'stall-transfer', partition: B.id, node: T, stalled: true });
+      await own.client.fault({ fault: 'fail-owner', partition: B.id });
+      await eventually('the broker pausing the transfer to T', async () => {
+        const t = (await own.client.progress(A.id)).replicas.find((r) => r.node === T);
+        return t?.pausedForRecovery ? true : undefined;
+      });
+      await own.client.fault({ fault: 'stall-transfer', partition: A.id, node: T, stalled: false });
+      const reason = `transfer to ${T} paused: recovery transfers on ${T} come first`;
+      const paused = await eventually('the move paused for recovery, or ended', async () => {
+        const s = await handle.query(statusQuery);
+        return s.blockingReason?.startsWith(reason) || s.outcome !== null ? s : undefined;
+      });
+      expect(paused).toMatchObject({ phase: 'catching_up', outcome: null });
+      expect(paused.blockingReason).toMatch(new RegExp(`^${reason} \\(.* remaining`));
+      // Paused for longer than the whole catch-up allowance.
+      const pausedAt = Date.now();
+      await new Promise((r) => setTimeout(r, timing.catchUpBaseMs + 2_000));
+      const still = (await own.client.progress(A.id)).replicas.find((r) => r.node === T)!;
+      expect(still.pausedForRecovery).toBe(true);
+      await own.client.fault({ fault: 'stall-transfer', partition: B.id, node: T, stalled: false });
+      expect(await handle.result()).toMatchObject({ status: 'completed', from: R, to: T });
+      expect(Date.now() - pausedAt).toBeGreaterThan(timing.catchUpBaseMs);
+      expect((await own.client.invariants()).breaches).toEqual([]);
+    } finally {
+      w.shutdown();
+      await running;
+      await own.close();
+    }
   });
 });
