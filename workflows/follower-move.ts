@@ -505,6 +505,17 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     }
   };
 
+  /** The move cannot finish by itself past the swap: end it saying what holds and what the operator can do. */
+  const stuckAfterSwap = (B: number, code: string, why: string): MoveOutcome =>
+    finish({
+      status: 'aborted',
+      partition,
+      code,
+      reason:
+        `${why}. ${T} counts since the swap at boundary ${B}; ${R} stays leaving, eligible and keeps its data, so ` +
+        `nothing is lost. Fix what the broker names, then remove ${R} with the guarded write remove-leaving.`,
+    });
+
   /** Step 2, past the swap: finish or go through recovery; nothing cancels this part. */
   const afterSwap = async (B: number): Promise<MoveOutcome> => {
     setPhase('covering_boundary');
@@ -536,18 +547,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         }
         return finish({ status: 'aborted', partition, code: r.code, reason: `${R} is no longer leaving ${partition}: ${r.message}` });
       }
-      if (kind === 'final') {
-        return finish({
-          status: 'aborted',
-          partition,
-          code: r.code,
-          reason:
-            `the broker refused to remove ${R} for a reason that does not pass by itself: ${r.message}. ` +
-            `${T} counts since the swap at boundary ${B}; ${R} stays leaving, eligible and keeps its data, so nothing ` +
-            `is lost. Fix what the broker names, then remove ${R} with the guarded write remove-leaving, or let a ` +
-            `recovery of ${partition} resolve it.`,
-        });
-      }
+      if (kind === 'final') return stuckAfterSwap(B, r.code, `the broker refused to remove ${R} for a reason that does not pass by itself: ${r.message}`);
       status.retries++;
       setPhase('covering_boundary');
       if (kind === 'target_down') {
@@ -587,7 +587,16 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
       if (!cleanupRule || !cause || status.boundary !== null) throw err;
       return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request while ${status.phase.replace(/_/g, ' ')}: ${cause.message}`);
     }
-    return ended ?? afterSwap(status.boundary!);
+    if (ended) return ended;
+    const B = status.boundary!;
+    try {
+      return await afterSwap(B);
+    } catch (err) {
+      // Past the swap too, a request the broker rejects for good ends the move with its reason, not a failed workflow.
+      const cause = rejection(err, cleanupRule);
+      if (!cleanupRule || !cause) throw err;
+      return stuckAfterSwap(B, cause.type ?? 'rejected', `the broker rejected a request while ${status.phase.replace(/_/g, ' ')}: ${cause.message}`);
+    }
   };
 
   return CancellationScope.nonCancellable(body);

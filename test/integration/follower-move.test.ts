@@ -341,9 +341,11 @@ describe('follower move', () => {
     }
   });
 
-  it('ends with the code when the broker refuses the removal for a reason that cannot pass, R still eligible', async () => {
-    const id = 'q-1';
-    const queue = `${taskQueue}-final`;
+  it.each([
+    ['refuses the removal for a reason that cannot pass', 'q-1', 'unknown_node'],
+    ['rejects the removal request for good (a 4xx)', 'q-0', 'BrokerRejected'],
+  ])('ends with the code when the broker %s, R still leaving and eligible', async (_how, id, code) => {
+    const queue = `${taskQueue}-final-${id}`;
     let refused = 0;
     const broker: ActivityDeps['cluster'] = {
       partition: (p) => cluster.client.partition(p),
@@ -351,6 +353,9 @@ describe('follower move', () => {
       write: async (p, write, request) => {
         if (p !== id || write !== 'remove-leaving') return cluster.client.write(p, write, request);
         refused++;
+        if (code === 'BrokerRejected') {
+          throw new ClusterHttpError(400, 'POST', `/v1/partitions/${p}/${write}`, { error: 'bad_request', message: 'injected: this write is rejected' });
+        }
         const reply: WriteReply = { ok: false, write, refusal: { code: 'unknown_node', message: 'injected: the broker does not know this node', saw: {} } };
         return reply;
       },
@@ -362,7 +367,7 @@ describe('follower move', () => {
       const outcome = await Promise.race([handle.result(), new Promise<'still running'>((r) => setTimeout(() => r('still running'), 30_000))]);
       expect(outcome).toMatchObject({
         status: 'aborted',
-        code: 'unknown_node',
+        code,
         reason: expect.stringMatching(new RegExp(`${from} stays leaving, eligible and keeps its data.*remove ${from} with the guarded write remove-leaving`)),
       });
       expect(refused).toBe(1);
