@@ -67,7 +67,6 @@ const program = new Command()
   .option('--cluster-limit <n>', 'sync budget: concurrent transfers cluster-wide', int(0, 1_000_000), d.clusterLimit)
   .option('--recovery-delay-ms <ms>', 'simulated ms from owner failure to activation', int(0, 86_400_000), d.recoveryDelayMs)
   .option('--retain-grace-ms <ms>', 'simulated ms a removed copy is retained', int(0, 1e12), d.retainGraceMs)
-  .option('--unsafe-skip-boundary-check', 'TEST ONLY: remove-leaving skips the boundary check', false)
   .exitOverride()
   .configureOutput({
     writeErr: (s) => {
@@ -112,7 +111,6 @@ async function main(): Promise<void> {
       streams: f.streams,
       clock: f.clock,
       logger: log,
-      crashAfterCommit: process.env.CLUSTER_TEST_CRASH_AFTER_COMMIT === '1',
       config: {
         seed: f.seed,
         replicationFactor: f.rf,
@@ -129,7 +127,6 @@ async function main(): Promise<void> {
         clusterLimit: f.clusterLimit,
         recoveryDelayMs: f.recoveryDelayMs,
         retainGraceMs: f.retainGraceMs,
-        unsafeSkipBoundaryCheck: f.unsafeSkipBoundaryCheck,
       },
     });
     const topo = cluster.sim.topology();

@@ -36,8 +36,11 @@ export interface ClusterOptions {
   clock?: 'wall' | 'stepped';
   config?: Partial<SimConfig>;
   logger?: Logger;
-  /** Test-only: exit(137) right after the first guarded write commits, before it is answered. */
-  crashAfterCommit?: boolean;
+  /**
+   * Test-only, in-process: called right after each guarded write commits, before it is answered (a test's
+   * entry script exits the process here to lose the reply).
+   */
+  afterCommit?: () => void;
 }
 
 export interface RunningCluster {
@@ -252,7 +255,6 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     return { ok: true, fault: f.fault, detail };
   });
 
-  let crashArmed = options.crashAfterCommit ?? false;
   app.post('/v1/partitions/:id/:write', async (req, reply) => {
     const { write } = req.params as { id: string; write: string };
     if (!Object.hasOwn(GuardedWrites, write)) throw notFound(`no guarded write ${write}`);
@@ -275,10 +277,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     const status = result.ok ? 200 : 409;
     const text = JSON.stringify(result);
     store.persist(sim.takeChanges(), { key: body.idempotencyKey, fingerprint, status, body: text });
-    if (crashArmed) {
-      crashArmed = false;
-      process.exit(137);
-    }
+    options.afterCommit?.();
     notify();
     return reply.code(status).type('application/json').send(text);
   });

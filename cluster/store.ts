@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Breach, ClusterEvent } from './contract';
-import type { NodeState, PartitionState, SimChanges, SimMeta, SimSnapshot } from './sim/types';
+import { defaultConfig, type NodeState, type PartitionState, type SimChanges, type SimConfig, type SimMeta, type SimSnapshot } from './sim/types';
 
 export interface StoredReply {
   key: string;
@@ -72,8 +72,9 @@ export class ClusterStore {
       (this.db.prepare(`SELECT json FROM ${table} ORDER BY rowid`).all() as { json: string }[]).map(
         (r) => JSON.parse(r.json) as unknown,
       );
+    const stored = JSON.parse(meta.v) as SimMeta;
     return {
-      meta: JSON.parse(meta.v) as SimMeta,
+      meta: { ...stored, config: knownConfig(stored.config) },
       nodes: rows('nodes') as NodeState[],
       partitions: rows('partitions') as PartitionState[],
       breaches: rows('breaches') as Breach[],
@@ -106,4 +107,12 @@ export class ClusterStore {
   close(): void {
     this.db.close();
   }
+}
+
+/**
+ * Only the tunables this version knows: a data directory written by an older version may carry a test-only
+ * switch (unsafeSkipBoundaryCheck) in its stored config, which is dropped here and never honoured.
+ */
+function knownConfig(stored: SimConfig): SimConfig {
+  return Object.fromEntries(Object.entries(stored).filter(([k]) => Object.hasOwn(defaultConfig, k))) as unknown as SimConfig;
 }

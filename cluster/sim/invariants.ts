@@ -14,6 +14,7 @@ export interface BreachSink {
 
 export interface CheckerHost {
   storageOf(node: string): string | undefined;
+  isLive(node: string): boolean;
   stateOf(p: PartitionState): Record<string, unknown>;
 }
 
@@ -64,6 +65,19 @@ export function checkPartition(host: CheckerHost, p: PartitionState, sink: Breac
     }
     from = Math.max(from, seg.upTo);
   }
+  const owner = p.replicas[p.owner];
+  if (p.pendingRecovery === null && host.isLive(p.owner) && owner && owner.durable < p.confirmedTail) {
+    sink.breach(
+      {
+        invariant: 2,
+        partition: p.id,
+        offset: owner.durable,
+        detail: `after ${context}: the serving owner ${p.owner} holds up to ${owner.durable}, below the confirmed tail ${p.confirmedTail}: it would serve without confirmed messages`,
+        state: host.stateOf(p),
+      },
+      `2:${p.id}:owner:${p.epoch}`,
+    );
+  }
   if (p.writeRequirement !== writeRequirement(p.durability, p.replicationFactor)) {
     sink.breach(
       {
@@ -103,4 +117,19 @@ export function checkPartition(host: CheckerHost, p: PartitionState, sink: Breac
       `5:${p.id}:${p.generation}`,
     );
   }
+}
+
+/** Before an activation installs newOwner at newTail: every confirmed message must be below newTail. */
+export function checkActivation(host: CheckerHost, p: PartitionState, newOwner: string, newTail: number, sink: BreachSink): void {
+  if (newTail >= p.confirmedTail) return;
+  sink.breach(
+    {
+      invariant: 2,
+      partition: p.id,
+      offset: newTail,
+      detail: `recovery activated ${newOwner} at ${newTail} but messages up to ${p.confirmedTail} were confirmed: confirmed messages lost`,
+      state: host.stateOf(p),
+    },
+    `2:${p.id}:activation:${p.epoch}`,
+  );
 }

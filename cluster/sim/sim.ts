@@ -23,7 +23,8 @@ import {
   type Topology,
   type WriteReply,
 } from '../contract';
-import { checkPartition, type BreachSink } from './invariants';
+import { checkActivation, checkPartition, type BreachSink } from './invariants';
+import type { MutantName } from './mutants';
 import { Prng } from './prng';
 import {
   defaultConfig,
@@ -84,6 +85,8 @@ export class ClusterSim {
   private delayUntil: number;
   private dropCount: number;
 
+  /** Test-only: the rules (cluster/sim/mutants.ts) whose check is skipped. In memory only, never persisted. */
+  readonly mutants = new Set<MutantName>();
   readonly nodes = new Map<string, NodeState>();
   readonly partitions = new Map<string, PartitionState>();
   private readonly breaches: Breach[] = [];
@@ -301,6 +304,11 @@ export class ClusterSim {
     return { checks: this.checks, breaches: [...this.breaches] };
   }
 
+  /** A rule holds when its condition does, or when a test removed it (mutants). */
+  private holds(m: MutantName, cond: boolean): boolean {
+    return cond || this.mutants.has(m);
+  }
+
   private bump(p: PartitionState): void {
     p.generation++;
     this.generation++;
@@ -495,12 +503,11 @@ export class ClusterSim {
       if (needs && r.stalledSince === null) r.stalledSince = this.now;
       return;
     }
+    r.stalledSince = null;
     if (!needs) {
-      r.stalledSince = null;
-      if (transfer && p.tail - r.durable <= c.catchUpSlack) this.admit(p, n, r);
+      if (transfer && this.holds('admit.caught-up', this.caughtUp(p, r))) this.admit(p, n, r);
       return;
     }
-    r.stalledSince = null;
     if (transfer) {
       let budget = (c.transferBytesPerSec * dt) / 1000 / Math.max(1, this.slotsInUse.get(n) ?? 1) + r.carry;
       if (!r.ckpt && r.durable < p.logStart) {
@@ -522,7 +529,7 @@ export class ClusterSim {
         budget -= msgs * c.messageBytes;
       }
       r.carry = r.durable >= target ? 0 : Math.min(budget, c.messageBytes);
-      if (!r.ckpt && p.tail - r.durable <= c.catchUpSlack) this.admit(p, n, r);
+      if (this.holds('admit.caught-up', this.caughtUp(p, r))) this.admit(p, n, r);
       return;
     }
     let budget = this.followBudget.get(n);
@@ -532,9 +539,15 @@ export class ClusterSim {
     this.followBudget.set(n, budget - take);
   }
 
+  private caughtUp(p: PartitionState, r: ReplicaState): boolean {
+    return !r.ckpt && p.tail - r.durable <= this.config.catchUpSlack;
+  }
+
   /** A caught-up learner or rejoining replica enters (or returns to) the accepted history. */
   private admit(p: PartitionState, n: string, r: ReplicaState): void {
-    if (p.pendingRecovery) return;
+    if (!this.holds('admit.no-pending-recovery', p.pendingRecovery === null)) return;
+    // While admission is closed for a handoff, W, the counted copies and the eligible set stay the same.
+    if (!this.holds('admit.admission-open', p.admission === 'open')) return;
     const entry = this.bind(n);
     const i = p.history.findIndex((e) => e.node === n);
     if (i >= 0) p.history[i] = entry;
@@ -563,7 +576,7 @@ export class ClusterSim {
     let rejoining = 0;
     for (const h of p.history) if (h.suspended && p.replicas[h.node]?.slot) rejoining++;
     for (const n of this.waitingRejoins(p)) {
-      if (rejoining >= this.rejoinLimit(p)) return;
+      if (!this.holds('rejoin.limit', rejoining < this.rejoinLimit(p))) return;
       if ((this.slotsInUse.get(n) ?? 0) >= this.config.perNodeLimit) continue;
       if (this.clusterInUse >= this.config.clusterLimit) return;
       const r = p.replicas[n]!;
@@ -666,7 +679,8 @@ export class ClusterSim {
 
   private eligible(p: PartitionState, node: string): boolean {
     const h = p.history.find((e) => e.node === node);
-    return !!h && this.nodes.get(node)!.storageInstance === h.storageInstance && node in p.replicas;
+    const bound = this.holds('recovery.eligible-storage', this.nodes.get(node)!.storageInstance === h?.storageInstance);
+    return !!h && bound && node in p.replicas;
   }
 
   /**
@@ -680,10 +694,12 @@ export class ClusterSim {
     const survivors = p.history
       .filter((h) => this.nodes.get(h.node)!.live && this.eligible(p, h.node))
       .map((h) => h.node);
-    if (survivors.length < need) return;
+    if (survivors.length === 0 || !this.holds('recovery.seal-quorum', survivors.length >= need)) return;
     const dur = (n: string) => p.replicas[n]!.durable;
     const sealed = [...survivors].sort((a, b) => dur(a) - dur(b) || cmp(a, b)).slice(0, need);
-    const source = sealed.reduce((best, n) => (dur(n) > dur(best) ? n : best), sealed[0]!);
+    const most = sealed.reduce((best, n) => (dur(n) > dur(best) ? n : best), sealed[0]!);
+    // sealed is sorted least up to date first: the mutant continues from the one that holds least.
+    const source = this.mutants.has('recovery.source-holds-most') ? sealed[0]! : most;
     const liveFollowers = p.followers.filter((f) => survivors.includes(f));
     const counted = liveFollowers.filter((f) => !p.history.find((h) => h.node === f)!.suspended);
     const byDurable = (xs: string[]) => [...xs].sort((a, b) => dur(b) - dur(a) || cmp(a, b))[0];
@@ -694,18 +710,7 @@ export class ClusterSim {
 
     const newTail = dur(source);
     const failed = p.owner;
-    if (newTail < p.confirmedTail) {
-      this.recordBreach(
-        {
-          invariant: 2,
-          partition: p.id,
-          offset: newTail,
-          detail: `recovery activated ${newOwner} at ${newTail} but messages up to ${p.confirmedTail} were confirmed: confirmed messages lost`,
-          state: this.stateOf(p),
-        },
-        `2:${p.id}:activation:${p.epoch}`,
-      );
-    }
+    checkActivation(this, p, newOwner, newTail, this.sink);
     for (const n in p.replicas) {
       const r = p.replicas[n]!;
       if (r.durable > newTail) r.durable = newTail;
@@ -942,7 +947,7 @@ export class ClusterSim {
   }
 
   private apply(p: PartitionState, name: GuardedWriteName, req: GuardedWriteRequest<GuardedWriteName>): number | null {
-    if (p.kind !== 'queue') {
+    if (!this.holds('write.queue-only', p.kind === 'queue')) {
       throw new Refused('not_a_queue', `${p.id} is a stream; moves apply to queues only`, { kind: p.kind });
     }
     const inj = this.injections.findIndex(
@@ -952,17 +957,25 @@ export class ClusterSim {
       this.injections.splice(inj, 1);
       throw new Refused('injected', `refused by an injected fault (refuse-next-write)`, { fault: 'refuse-next-write' });
     }
-    if (p.pendingRecovery) {
+    if (!this.holds('write.no-pending-recovery', p.pendingRecovery === null)) {
       throw new Refused('pending_recovery', `${p.id} has a pending recovery; guarded writes wait for activation`, {
         ...p.pendingRecovery,
       });
     }
-    if (req.expectedGeneration !== p.generation) {
+    if (!this.holds('write.generation-matches', req.expectedGeneration === p.generation)) {
       throw new Refused(
         'generation_mismatch',
         `expected generation ${req.expectedGeneration} but ${p.id} is at ${p.generation}; re-read and retry`,
         { expected: req.expectedGeneration, current: p.generation },
       );
+    }
+    // Nothing changes who counts while admission is closed for a handoff (W, counted copies, eligible set).
+    const handoff = name === 'commit-owner' || name === 'reopen-admission';
+    if (!this.holds('write.admission-open', handoff || p.admission === 'open')) {
+      throw new Refused('admission_closed', `${p.id} has admission closed for an owner handoff; only commit-owner and reopen-admission are accepted`, {
+        admission: p.admission,
+        finalBoundary: p.finalBoundary,
+      });
     }
     switch (name) {
       case 'add-learner':
@@ -996,16 +1009,24 @@ export class ClusterSim {
     return null;
   }
 
-  private requireLearner(p: PartitionState, n: string): ReplicaState {
-    if (!p.learners.includes(n)) {
+  /** The mutant lets any other replica through, never a node holding no replica of the partition. */
+  private requireLearner(p: PartitionState, n: string, rule: MutantName): ReplicaState {
+    const r = p.replicas[n];
+    if (!r || !this.holds(rule, p.learners.includes(n))) {
       throw new Refused('not_a_learner', `${n} is not a learner of ${p.id}`, { node: n, learners: p.learners });
     }
-    return p.replicas[n]!;
+    return r;
   }
 
-  private requireAdmittedCaughtUp(p: PartitionState, n: string, r: ReplicaState, coverConfirmed: boolean): void {
+  private requireAdmittedCaughtUp(
+    p: PartitionState,
+    n: string,
+    r: ReplicaState,
+    rules: { admitted: MutantName; caughtUp: MutantName; coverConfirmed: boolean },
+  ): void {
+    const { coverConfirmed } = rules;
     const h = p.history.find((e) => e.node === n);
-    if (!h || h.suspended) {
+    if (!this.holds(rules.admitted, !!h && !h.suspended)) {
       throw new Refused('not_admitted', `${n} is not (yet) admitted to the accepted history of ${p.id}`, {
         node: n,
         suspended: h?.suspended ?? false,
@@ -1013,7 +1034,7 @@ export class ClusterSim {
     }
     const slack = this.config.catchUpSlack;
     const behind = p.tail - r.durable > slack;
-    if (behind || (coverConfirmed && r.durable < p.confirmedTail)) {
+    if (!this.holds(rules.caughtUp, !behind && !(coverConfirmed && r.durable < p.confirmedTail))) {
       throw new Refused(
         'not_caught_up',
         coverConfirmed
@@ -1026,12 +1047,16 @@ export class ClusterSim {
 
   private addLearner(p: PartitionState, n: string): null {
     const node = this.nodes.get(n);
-    if (!node) throw new Refused('unknown_node', `no node ${n} is registered`, { node: n });
-    if (!node.live) throw new Refused('node_down', `${n} is down`, { node: n, live: false });
-    if (node.draining) throw new Refused('node_draining', `${n} is draining`, { node: n, draining: true });
+    if (!this.holds('add-learner.known-node', !!node)) throw new Refused('unknown_node', `no node ${n} is registered`, { node: n });
+    if (!this.holds('add-learner.node-live', node?.live === true)) throw new Refused('node_down', `${n} is down`, { node: n, live: false });
+    if (!this.holds('add-learner.not-draining', node?.draining !== true)) {
+      throw new Refused('node_draining', `${n} is draining`, { node: n, draining: true });
+    }
     const role = this.roleOf(p, n);
-    if (role) throw new Refused('already_a_replica', `${n} is already the ${role} of ${p.id}`, { node: n, role });
-    if (p.learners.length > 0 || p.leaving) {
+    if (!this.holds('add-learner.not-a-replica', role === null)) {
+      throw new Refused('already_a_replica', `${n} is already the ${role} of ${p.id}`, { node: n, role });
+    }
+    if (!this.holds('add-learner.one-change', p.learners.length === 0 && !p.leaving)) {
       throw new Refused('change_in_flight', `${p.id} already has a change in flight`, {
         learners: p.learners,
         leaving: p.leaving,
@@ -1041,7 +1066,8 @@ export class ClusterSim {
     const waiting = this.recoveryWaiting();
     const inUse = this.slotsInUse.get(n) ?? 0;
     const nodeWaiting = waiting.byNode.get(n) ?? 0;
-    if (inUse + nodeWaiting >= c.perNodeLimit || this.clusterInUse + waiting.total >= c.clusterLimit) {
+    const room = inUse + nodeWaiting < c.perNodeLimit && this.clusterInUse + waiting.total < c.clusterLimit;
+    if (!this.holds('add-learner.sync-budget', room)) {
       throw new Refused('no_sync_budget', `no transfer slot for ${n}: recovery first, then the per-node and cluster limits`, {
         node: n,
         inUse,
@@ -1051,7 +1077,7 @@ export class ClusterSim {
         recoveryWaiting: waiting.total,
       });
     }
-    const retained = p.retainedCopies.find((rc) => rc.node === n && rc.storageInstance === node.storageInstance);
+    const retained = p.retainedCopies.find((rc) => rc.node === n && rc.storageInstance === node?.storageInstance);
     const r = newReplica(retained ? Math.min(retained.safeOffset, p.tail) : 0);
     r.slot = 'rebalance';
     this.takeSlot(n);
@@ -1079,7 +1105,7 @@ export class ClusterSim {
   }
 
   private dropLearner(p: PartitionState, n: string): null {
-    const r = this.requireLearner(p, n);
+    const r = this.requireLearner(p, n, 'drop-learner.is-learner');
     p.learners = p.learners.filter((x) => x !== n);
     p.history = p.history.filter((h) => h.node !== n);
     this.retain(p, n, r);
@@ -1087,18 +1113,21 @@ export class ClusterSim {
   }
 
   private swap(p: PartitionState, learner: string, leaving: string): number {
-    const r = this.requireLearner(p, learner);
-    this.requireAdmittedCaughtUp(p, learner, r, false);
-    if (!p.followers.includes(leaving) || leaving === p.owner) {
+    const r = this.requireLearner(p, learner, 'swap.is-learner');
+    // A failed target never starts to count ("if T fails before step 1, drop the learner").
+    if (!this.holds('swap.learner-live', this.nodes.get(learner)!.live)) {
+      throw new Refused('node_down', `${learner} is down; drop the learner rather than make it count`, { node: learner, live: false });
+    }
+    this.requireAdmittedCaughtUp(p, learner, r, { admitted: 'swap.learner-admitted', caughtUp: 'swap.learner-caught-up', coverConfirmed: false });
+    if (!this.holds('swap.leaving-is-follower', p.followers.includes(leaving) && leaving !== p.owner)) {
       throw new Refused('not_a_follower', `${leaving} is not a follower of ${p.id}`, {
         node: leaving,
         owner: p.owner,
         followers: p.followers,
       });
     }
-    if (p.leaving) throw new Refused('change_in_flight', `${p.leaving} is already leaving ${p.id}`, { leaving: p.leaving });
-    if (p.admission !== 'open') {
-      throw new Refused('admission_closed', `${p.id} has admission closed for an owner handoff`, { admission: p.admission });
+    if (!this.holds('swap.one-change', !p.leaving)) {
+      throw new Refused('change_in_flight', `${p.leaving} is already leaving ${p.id}`, { leaving: p.leaving });
     }
     p.learners = p.learners.filter((x) => x !== learner);
     p.followers = p.followers.map((f) => (f === leaving ? learner : f));
@@ -1108,23 +1137,40 @@ export class ClusterSim {
   }
 
   private removeLeaving(p: PartitionState, n: string): null {
-    if (p.leaving !== n || !p.boundary) {
+    if (!this.holds('remove-leaving.is-leaving', p.leaving === n) || !p.boundary) {
       throw new Refused('not_leaving', `${n} is not the leaving replica of ${p.id}`, { node: n, leaving: p.leaving });
     }
     const b = p.boundary;
+    // R stays eligible while T is down ("until T returns or recovery resolves the partition").
+    if (!this.holds('remove-leaving.joined-live', this.nodes.get(b.joined)?.live === true)) {
+      throw new Refused('node_down', `${b.joined}, the replica that joined in ${n}'s place, is down; ${n} stays until it returns`, {
+        node: b.joined,
+        live: false,
+      });
+    }
     const joinedDurable = p.replicas[b.joined]?.durable ?? 0;
     const covered = joinedDurable >= b.offset;
-    if (!covered && !this.config.unsafeSkipBoundaryCheck) {
+    if (!this.holds('remove-leaving.boundary-covered', covered)) {
       throw new Refused(
         'boundary_not_covered',
         `${b.joined} is durable at ${joinedDurable}, below the switch boundary ${b.offset}`,
         { boundary: b.offset, durable: joinedDurable, joined: b.joined },
       );
     }
-    const rejoining = p.history.filter((h) => h.suspended).map((h) => h.node);
-    if (p.learners.length > 0 || rejoining.length > 0) {
+    // An admission in flight is a replica actually rejoining: suspended and live (holding a recovery slot or
+    // waiting for one), so it may re-enter the history at any moment. Not R itself: removing it is the point.
+    // Not a suspended replica whose node is down: it can rejoin only after its node returns, so waiting for it
+    // could block the partition forever. Removing R next to such a replica is safe: a suspended replica never
+    // counts toward a confirm, so the confirm sets of step 2's argument (W copies of the old set below B, with T
+    // standing in for R; W counted copies of the new set above it) do not depend on it, and it stays in the
+    // eligible set E with its disk, so a recovery sealing E - W + 1 of E still meets every confirm set.
+    const rejoining = p.history
+      .filter((h) => h.suspended && h.node !== n && this.nodes.get(h.node)!.live)
+      .map((h) => h.node);
+    if (!this.holds('remove-leaving.no-admission-in-flight', p.learners.length === 0 && rejoining.length === 0)) {
       throw new Refused('change_in_flight', `${p.id} has an admission in flight`, { learners: p.learners, rejoining });
     }
+    // A self-report: reachable only when a test removed the boundary check (the checker sees the loss itself).
     if (!covered) {
       this.recordBreach(
         {
@@ -1145,9 +1191,13 @@ export class ClusterSim {
   }
 
   private promote(p: PartitionState, n: string): null {
-    const r = this.requireLearner(p, n);
-    this.requireAdmittedCaughtUp(p, n, r, true);
-    if (p.replicationFactor >= 16) {
+    const r = this.requireLearner(p, n, 'promote-learner.is-learner');
+    this.requireAdmittedCaughtUp(p, n, r, {
+      admitted: 'promote-learner.learner-admitted',
+      caughtUp: 'promote-learner.covers-confirmed',
+      coverConfirmed: true,
+    });
+    if (!this.holds('promote-learner.max-replication-factor', p.replicationFactor < 16)) {
       throw new Refused('change_in_flight', `${p.id} is at the maximum replication factor 16`, {
         replicationFactor: p.replicationFactor,
       });
@@ -1161,14 +1211,10 @@ export class ClusterSim {
   }
 
   private closeAdmission(p: PartitionState): number {
-    if (!this.nodes.get(p.owner)!.live) throw new Refused('node_down', `owner ${p.owner} is down`, { node: p.owner });
-    if (p.admission === 'closed') {
-      throw new Refused('admission_closed', `${p.id} already has admission closed`, {
-        admission: p.admission,
-        finalBoundary: p.finalBoundary,
-      });
+    if (!this.holds('close-admission.owner-live', this.nodes.get(p.owner)!.live)) {
+      throw new Refused('node_down', `owner ${p.owner} is down`, { node: p.owner });
     }
-    if (p.learners.length > 0 || p.leaving) {
+    if (!this.holds('close-admission.no-change-in-flight', p.learners.length === 0 && !p.leaving)) {
       throw new Refused('change_in_flight', `${p.id} has a move in flight`, { learners: p.learners, leaving: p.leaving });
     }
     p.admission = 'closed';
@@ -1178,10 +1224,10 @@ export class ClusterSim {
   }
 
   private commitOwner(p: PartitionState, newOwner: string, cert: { finalBoundary: number; epoch: number }): null {
-    if (p.admission !== 'closed' || p.finalBoundary === null) {
+    if (!this.holds('commit-owner.admission-closed', p.admission === 'closed' && p.finalBoundary !== null)) {
       throw new Refused('admission_open', `${p.id} has admission open; close it first`, { admission: p.admission });
     }
-    if (cert.epoch !== p.epoch || cert.finalBoundary !== p.finalBoundary) {
+    if (!this.holds('commit-owner.certificate-matches', cert.epoch === p.epoch && cert.finalBoundary === p.finalBoundary)) {
       throw new Refused('certificate_mismatch', `the certificate does not match epoch ${p.epoch} and final boundary ${p.finalBoundary}`, {
         epoch: p.epoch,
         finalBoundary: p.finalBoundary,
@@ -1189,20 +1235,22 @@ export class ClusterSim {
       });
     }
     const h = p.history.find((e) => e.node === newOwner);
-    if (!p.followers.includes(newOwner) || !h || h.suspended) {
+    if (!(newOwner in p.replicas) || !this.holds('commit-owner.counted-follower', p.followers.includes(newOwner) && !!h && !h.suspended)) {
       throw new Refused('not_a_follower', `${newOwner} is not a counted follower of ${p.id}`, {
         node: newOwner,
         followers: p.followers,
         suspended: h?.suspended ?? false,
       });
     }
-    if (!this.nodes.get(newOwner)!.live) throw new Refused('node_down', `${newOwner} is down`, { node: newOwner });
-    const fb = p.finalBoundary;
+    if (!this.holds('commit-owner.new-owner-live', this.nodes.get(newOwner)!.live)) {
+      throw new Refused('node_down', `${newOwner} is down`, { node: newOwner });
+    }
+    const fb = p.finalBoundary ?? p.tail;
     const lagging = [p.owner, ...p.followers]
       .filter((n) => n === p.owner || this.countsNow(p, n))
       .map((n) => ({ node: n, durable: p.replicas[n]!.durable }))
       .filter((x) => x.durable < fb);
-    if (lagging.length > 0) {
+    if (!this.holds('commit-owner.counted-caught-up', lagging.length === 0)) {
       throw new Refused('not_caught_up', `counted copies are not all durable at the final boundary ${fb}`, {
         finalBoundary: fb,
         lagging,
@@ -1222,7 +1270,9 @@ export class ClusterSim {
   }
 
   private reopenAdmission(p: PartitionState): null {
-    if (p.admission === 'open') throw new Refused('admission_open', `${p.id} already has admission open`, { admission: 'open' });
+    if (!this.holds('reopen-admission.admission-closed', p.admission === 'closed')) {
+      throw new Refused('admission_open', `${p.id} already has admission open`, { admission: 'open' });
+    }
     p.admission = 'open';
     p.finalBoundary = null;
     this.emit({ type: 'admission_reopened', partition: p.id });
@@ -1407,6 +1457,10 @@ export class ClusterSim {
   /** Eligible holders' storage check, shared with the invariant checker. */
   storageOf(node: string): string | undefined {
     return this.nodes.get(node)?.storageInstance;
+  }
+
+  isLive(node: string): boolean {
+    return this.nodes.get(node)?.live === true;
   }
 }
 

@@ -36,8 +36,6 @@ export interface SimConfig {
   clusterLimit: number;
   recoveryDelayMs: number;
   retainGraceMs: number;
-  /** Test-only: remove-leaving skips the boundary check, so tests can show the checker catching the loss. */
-  unsafeSkipBoundaryCheck: boolean;
 }
 
 export const defaultConfig: SimConfig = {
@@ -56,7 +54,6 @@ export const defaultConfig: SimConfig = {
   clusterLimit: 8,
   recoveryDelayMs: 2_000,
   retainGraceMs: 600_000,
-  unsafeSkipBoundaryCheck: false,
 };
 
 export interface NodeState {

@@ -1,7 +1,8 @@
 /**
- * The real cluster process, killed with SIGKILL after a write, and once between the commit and the reply
- * (CLUSTER_TEST_CRASH_AFTER_COMMIT=1): restarted on the same data it carries on from its database, and a
- * retry with the same idempotency key returns the first answer instead of executing again.
+ * The real cluster process, killed with SIGKILL after a write, and once between the commit and the reply (a
+ * test-only entry script, fixtures/crash-after-commit.ts, that installs the in-process afterCommit hook):
+ * restarted on the same data it carries on from its database, and a retry with the same idempotency key
+ * returns the first answer instead of executing again.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -32,12 +33,15 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function start(data: string, env: Record<string, string> = {}): Promise<Started> {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'cluster/main.ts', '--port', '0', '--data', data, '--clock', 'stepped', '--partitions', '3'],
-    { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+const CLUSTER = ['cluster/main.ts', '--port', '0', '--clock', 'stepped', '--partitions', '3', '--data'];
+const CRASH_AFTER_COMMIT = ['test/cluster/fixtures/crash-after-commit.ts'];
+
+/** Starts the cluster (or a test entry script taking the data directory last) and waits for its URL. */
+function start(data: string, entry = CLUSTER): Promise<Started> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...entry, data], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
@@ -94,7 +98,7 @@ describe('the cluster process across kill -9', () => {
 
   it('answers the retry with the committed reply when it died between commit and reply', async () => {
     const data = tempDir();
-    const first = await start(data, { CLUSTER_TEST_CRASH_AFTER_COMMIT: '1' });
+    const first = await start(data, CRASH_AFTER_COMMIT);
     const write = { expectedGeneration: 1, idempotencyKey: 'lost-reply', node: 'n4' };
     await expect(post(`${first.url}/v1/partitions/q-0/add-learner`, write)).rejects.toThrow();
     expect(await first.exited).toBe(137);

@@ -2,6 +2,10 @@
  * The HTTP server in process (startCluster): auth, clocks, the event feed's long-poll, delayed and dropped
  * events, and that bad input changes nothing. Refusal-by-refusal behaviour is the conformance suite's job.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClusterClient } from '../../cluster/client';
 import { startCluster, type RunningCluster } from '../../cluster/server';
@@ -109,5 +113,29 @@ describe('the cluster server', () => {
     expect((await client.joinNode('n6')).live).toBe(true);
     const dup = await fetch(`${running[0]!.url}/v1/nodes`, { method: 'POST', body: '{"id":"n6"}' });
     expect(dup.status).toBe(409);
+  });
+
+  it('drops a test-only switch an older version stored in the data directory, on load and in what it writes back', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cluster-old-data-'));
+    try {
+      await (await startCluster({ clock: 'stepped', partitions: 3, data: dir })).close();
+      const db = new Database(path.join(dir, 'cluster.db'));
+      const row = db.prepare<[], { v: string }>("SELECT v FROM meta WHERE k = 'sim'").get()!;
+      const meta = JSON.parse(row.v) as { config: Record<string, unknown> };
+      meta.config.unsafeSkipBoundaryCheck = true;
+      db.prepare("UPDATE meta SET v = ? WHERE k = 'sim'").run(JSON.stringify(meta));
+      db.close();
+
+      const cluster = await startCluster({ clock: 'stepped', data: dir });
+      expect(cluster.resumed).toBe(true);
+      expect(Object.keys(cluster.sim.config)).not.toContain('unsafeSkipBoundaryCheck');
+      await new ClusterClient(cluster.url).advance(100);
+      await cluster.close();
+      const after = new Database(path.join(dir, 'cluster.db'), { readonly: true });
+      expect(after.prepare<[], { v: string }>("SELECT v FROM meta WHERE k = 'sim'").get()!.v).not.toContain('unsafe');
+      after.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -157,8 +157,6 @@ describe('swap', () => {
 
     const closed = makeSim();
     write(closed, 'q-0', 'close-admission', {});
-    write(closed, 'q-0', 'add-learner', { node: 'n5' });
-    untilAdmitted(closed, 'q-0', 'n5');
     refused(closed, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' }, 'admission_closed');
   });
 });
@@ -199,6 +197,113 @@ describe('remove-leaving', () => {
     sim.advance(200);
     sim.fault({ fault: 'restart-node', node: 'n2' });
     expect(refused(sim, 'q-0', 'remove-leaving', { node: 'n3' }, 'change_in_flight')).toMatchObject({ rejoining: ['n2'] });
+  });
+});
+
+describe('remove-leaving never blocks forever on a replica that is not rejoining (issue 7, rule 1)', () => {
+  /** q-0: n5 swapped in for n3 and covering the boundary. */
+  function covered(): ClusterSim {
+    const sim = withAdmittedLearner();
+    expect(write(sim, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' }).ok).toBe(true);
+    sim.advance(300);
+    return sim;
+  }
+
+  function removedAndFree(sim: ClusterSim): void {
+    const r = write(sim, 'q-0', 'remove-leaving', { node: 'n3' });
+    if (!r.ok) throw new Error(`${r.refusal.code}: ${r.refusal.message}`);
+    expect(r.partition).toMatchObject({ leaving: null, boundary: null, followers: ['n2', 'n5'] });
+    expect(write(sim, 'q-0', 'add-learner', { node: 'n4' }).ok).toBe(true);
+    sim.advance(2_000);
+    expect(sim.invariants().breaches).toEqual([]);
+  }
+
+  it('removes R when R went down after a restart (suspended, never rejoining)', () => {
+    const sim = covered();
+    sim.fault({ fault: 'restart-node', node: 'n3' });
+    sim.fault({ fault: 'crash-node', node: 'n3' });
+    removedAndFree(sim);
+  });
+
+  it('removes R when R lost its disk (R itself rejoining is no admission in flight)', () => {
+    const sim = covered();
+    sim.fault({ fault: 'lose-disk', node: 'n3' });
+    expect(sim.partition('q-0').history.find((h) => h.node === 'n3')?.suspended).toBe(true);
+    removedAndFree(sim);
+  });
+
+  it('removes R when another follower was restarted and then went down', () => {
+    const sim = covered();
+    sim.fault({ fault: 'restart-node', node: 'n2' });
+    sim.fault({ fault: 'crash-node', node: 'n2' });
+    expect(sim.partition('q-0').history.find((h) => h.node === 'n2')?.suspended).toBe(true);
+    removedAndFree(sim);
+  });
+
+  it('waits for a follower that is actively rejoining, then removes R once it is re-admitted', () => {
+    const sim = covered();
+    sim.fault({ fault: 'restart-node', node: 'n2' });
+    expect(refused(sim, 'q-0', 'remove-leaving', { node: 'n3' }, 'change_in_flight')).toMatchObject({ rejoining: ['n2'] });
+    untilAdmitted(sim, 'q-0', 'n2');
+    removedAndFree(sim);
+  });
+});
+
+describe('a failed target never starts to count; R stays while T is down (issue 7, rule 2)', () => {
+  it('refuses swap with the learner down, naming it', () => {
+    const sim = withAdmittedLearner();
+    sim.fault({ fault: 'crash-node', node: 'n5' });
+    const saw = refused(sim, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' }, 'node_down');
+    expect(saw).toMatchObject({ node: 'n5' });
+    expect(write(sim, 'q-0', 'drop-learner', { node: 'n5' }).ok).toBe(true);
+  });
+
+  it('refuses remove-leaving while the joined replica is down even though it covered B, and removes once it is back', () => {
+    const sim = withAdmittedLearner();
+    expect(write(sim, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' }).ok).toBe(true);
+    sim.advance(300);
+    const p = sim.partition('q-0');
+    expect(p.replicas.n5!.durable).toBeGreaterThanOrEqual(p.boundary!.offset);
+    sim.fault({ fault: 'crash-node', node: 'n5' });
+    expect(refused(sim, 'q-0', 'remove-leaving', { node: 'n3' }, 'node_down')).toMatchObject({ node: 'n5' });
+    sim.fault({ fault: 'restart-node', node: 'n5' });
+    untilAdmitted(sim, 'q-0', 'n5');
+    expect(write(sim, 'q-0', 'remove-leaving', { node: 'n3' }).ok).toBe(true);
+    sim.advance(1_000);
+    expect(sim.invariants().breaches).toEqual([]);
+  });
+});
+
+describe('nothing changes who counts while admission is closed (issue 7, rule 3)', () => {
+  it('refuses every write but commit-owner and reopen-admission with admission_closed, changing nothing', () => {
+    const sim = withAdmittedLearner();
+    expect(write(sim, 'q-0', 'drop-learner', { node: 'n5' }).ok).toBe(true);
+    const fb = write(sim, 'q-0', 'close-admission', {});
+    if (!fb.ok) throw new Error(fb.refusal.message);
+    const closed = { admission: 'closed', finalBoundary: fb.boundary };
+    expect(refused(sim, 'q-0', 'add-learner', { node: 'n5' }, 'admission_closed')).toEqual(closed);
+    refused(sim, 'q-0', 'drop-learner', { node: 'n5' }, 'admission_closed');
+    refused(sim, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' }, 'admission_closed');
+    refused(sim, 'q-0', 'remove-leaving', { node: 'n3' }, 'admission_closed');
+    refused(sim, 'q-0', 'promote-learner', { node: 'n5' }, 'admission_closed');
+    refused(sim, 'q-0', 'close-admission', {}, 'admission_closed');
+    sim.advance(300);
+    const commit = write(sim, 'q-0', 'commit-owner', { newOwner: 'n2', certificate: { finalBoundary: fb.boundary!, epoch: 1 } });
+    expect(commit.ok).toBe(true);
+    expect(write(sim, 'q-0', 'reopen-admission', {}).ok).toBe(true);
+    expect(write(sim, 'q-0', 'add-learner', { node: 'n5' }).ok).toBe(true);
+  });
+
+  it('admits no rejoining replica to the history while admission is closed, and admits it after reopening', () => {
+    const sim = makeSim();
+    expect(write(sim, 'q-0', 'close-admission', {}).ok).toBe(true);
+    sim.fault({ fault: 'restart-node', node: 'n3' });
+    const before = sim.partition('q-0').history.map((h) => ({ ...h }));
+    sim.advance(3_000);
+    expect(sim.partition('q-0').history).toEqual(before);
+    expect(write(sim, 'q-0', 'reopen-admission', {}).ok).toBe(true);
+    untilAdmitted(sim, 'q-0', 'n3');
+    expect(sim.invariants().breaches).toEqual([]);
   });
 });
 
