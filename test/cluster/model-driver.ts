@@ -45,7 +45,16 @@ const WHO: Who[] = ['owner', 'follower', 'leaving', 'learner', 'suspended', 'dow
  * that partition fires it instead of taking the step, and so does the next time step, before time passes.
  */
 type Phase = 'now' | 'admitted' | 'swapped' | 'closed';
-type FaultKind = 'crash-node' | 'restart-node' | 'lose-disk' | 'fail-owner' | 'stall-transfer' | 'set-draining' | 'refuse-next-write' | 'events';
+type FaultKind =
+  | 'crash-node'
+  | 'restart-node'
+  | 'lose-disk'
+  | 'fail-owner'
+  | 'stall-transfer'
+  | 'laggards'
+  | 'set-draining'
+  | 'refuse-next-write'
+  | 'events';
 
 export type Cmd =
   | { t: 'step'; p: number; r: number }
@@ -104,6 +113,8 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 1, arbitrary: faultArb(['lose-disk'], ['owner', 'leaving', 'joined', 'joined', 'follower', 'any']) },
   // A stalled T behind R at the swap is what makes the boundary matter: most stalls hit T once it is admitted.
   { weight: 1, arbitrary: faultArb(['stall-transfer'], ['joined', 'joined', 'joined', 'follower', 'leaving'], ['admitted', 'admitted', 'swapped', 'now']) },
+  // Only a write quorum keeps up: every message confirmed from here is on exactly W copies, the pigeonhole's edge.
+  { weight: 1, arbitrary: faultArb(['laggards'], ['any'], ['now', 'admitted', 'admitted', 'swapped']) },
   { weight: 1, arbitrary: faultArb(['fail-owner', 'set-draining', 'refuse-next-write', 'events'], ['any']) },
 );
 
@@ -113,6 +124,7 @@ export interface Scenario {
   cmds: Cmd[];
   /** When settling, keep this many (0 or 1) down nodes down for good: a lost machine, within the fault budget. */
   lostForGood: number;
+  ownersFail: boolean;
 }
 
 /** 40-150 commands: long enough to finish several moves per partition and to break them in between. */
@@ -122,6 +134,7 @@ export function scenarioArb(minLength = 40, maxLength = 150): fc.Arbitrary<Scena
     seed: fc.nat(),
     cmds: fc.array(cmd, { minLength, maxLength, size: 'max' }),
     lostForGood: fc.nat(1),
+    ownersFail: fc.boolean(),
   });
 }
 
@@ -287,13 +300,15 @@ export class Driver {
     if (learner) {
       const admitted = p.history.some((h) => h.node === learner && !h.suspended);
       const k = r % 10;
+      // Now and then a swap or promotion of a learner not admitted yet: the cluster must refuse it.
+      const early = admitted || Math.floor(r / 10) % 4 === 0;
       const leaving = this.leavingFor(p, r);
       if (!this.live(learner) && k < 8) {
         // The note: if T fails before step 1, drop the learner.
         this.write(p, 'drop-learner', { node: learner });
-      } else if ((admitted || r % 5 === 0) && k < 7 && leaving) {
+      } else if (early && k < 6 && leaving) {
         this.write(p, 'swap', { learner, leaving });
-      } else if ((admitted || r % 5 === 0) && k === 7 && p.replicationFactor < 6) {
+      } else if (early && k < 8 && p.replicationFactor < 6) {
         this.write(p, 'promote-learner', { node: learner });
       } else if (k === 8 || (!admitted && r % 17 === 0)) {
         this.write(p, 'drop-learner', { node: learner });
@@ -384,6 +399,14 @@ export class Driver {
 
   private inject(c: FaultCmd): void {
     const p = this.sim.partition(pid(c.p));
+    if (c.kind === 'laggards') {
+      // The owner and W - 1 followers (from r on) keep up; every other replica of the partition stalls.
+      const keep = new Set([p.owner, ...[...p.followers, ...p.followers].slice(c.r % Math.max(1, p.followers.length)).slice(0, p.writeRequirement - 1)]);
+      for (const n of Object.keys(p.replicas)) {
+        if (!keep.has(n) && !p.stalled.includes(n)) this.apply({ fault: 'stall-transfer', partition: p.id, node: n, stalled: true }, n);
+      }
+      return;
+    }
     const node = this.target(p, c.role, c.r);
     let f: Fault;
     switch (c.kind) {
@@ -411,6 +434,10 @@ export class Driver {
         f = c.r % 2 ? { fault: 'delay-events', ms: c.r * 3 } : { fault: 'drop-events', count: c.r % 4 };
         break;
     }
+    this.apply(f, node);
+  }
+
+  private apply(f: Fault, node: string): void {
     const midMove = [...this.sim.partitions.values()].some((q) => q.learners.length > 0 || q.leaving !== null);
     if (midMove) this.cov.faultsMidMove++;
     if (f.fault === 'lose-disk') {
@@ -584,6 +611,9 @@ export function runScenario(s: Scenario, cov: Coverage, prepare: (sim: ClusterSi
   cov.sequences++;
   const handoffs = cov.handoffs;
   for (const c of s.cmds) driver.run(c);
+  // The last fault: owners fail, so a recovery has to find every confirmed message in whatever state the
+  // commands left (a promoted or swapped-in copy included).
+  for (const p of sim.partitions.values()) if (p.kind === 'queue' && s.ownersFail) sim.fault({ fault: 'fail-owner', partition: p.id });
   const liveness = driver.settle(s.lostForGood);
   if (liveness) cov.livenessFailures++;
   cov.breaches += sim.invariants().breaches.length;
