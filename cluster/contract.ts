@@ -156,6 +156,11 @@ export const ReplicaProgress = z.object({
   phase: z.enum(['checkpoint', 'tail', 'caught_up']),
   /** Set when the transfer to this replica made no progress since this time (simulated ms). */
   stalledSince: count.nullable(),
+  /**
+   * A rebalancing transfer that gave its slot to a waiting recovery transfer ("recovery always takes priority
+   * over rebalancing"): it makes no progress until recovery no longer waits, and is not stalled.
+   */
+  pausedForRecovery: z.boolean().default(false),
 });
 export type ReplicaProgress = z.infer<typeof ReplicaProgress>;
 
@@ -182,6 +187,8 @@ export const Transfer = z.object({
   /** Recovery transfers (rejoining suspended followers) always come before rebalancing ones. */
   kind: z.enum(['recovery', 'rebalance']),
   bytesRemaining: count,
+  /** A rebalancing transfer paused (holding no slot) while a recovery transfer waits for one. */
+  pausedForRecovery: z.boolean().default(false),
 });
 export type Transfer = z.infer<typeof Transfer>;
 
@@ -299,7 +306,13 @@ export const ClusterEvent = z.discriminatedUnion('type', [
     confirmedTail: Offset,
     boundary: Offset.nullable(),
     replicas: z.array(
-      z.object({ node: NodeId, durableOffset: Offset, bytesRemaining: count, stalled: z.boolean() }),
+      z.object({
+        node: NodeId,
+        durableOffset: Offset,
+        bytesRemaining: count,
+        stalled: z.boolean(),
+        pausedForRecovery: z.boolean().default(false),
+      }),
     ),
   }),
   z.object({ ...partitionEvent, type: z.literal('admitted'), node: NodeId, generation: count }),

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Breach, ClusterEvent } from './contract';
-import { defaultConfig, type NodeState, type PartitionState, type SimChanges, type SimConfig, type SimMeta, type SimSnapshot } from './sim/types';
+import { defaultConfig, type NodeState, type PartitionState, type ReplicaState, type SimChanges, type SimConfig, type SimMeta, type SimSnapshot } from './sim/types';
 
 export interface StoredReply {
   key: string;
@@ -76,7 +76,7 @@ export class ClusterStore {
     return {
       meta: { ...stored, config: knownConfig(stored.config) },
       nodes: rows('nodes') as NodeState[],
-      partitions: rows('partitions') as PartitionState[],
+      partitions: (rows('partitions') as PartitionState[]).map(withPauseState),
       breaches: rows('breaches') as Breach[],
     };
   }
@@ -115,4 +115,10 @@ export class ClusterStore {
  */
 function knownConfig(stored: SimConfig): SimConfig {
   return Object.fromEntries(Object.entries(stored).filter(([k]) => Object.hasOwn(defaultConfig, k))) as unknown as SimConfig;
+}
+
+/** Rows written before rebalancing transfers could pause for recovery have no pause state: not paused. */
+function withPauseState(p: PartitionState): PartitionState {
+  for (const r of Object.values(p.replicas) as Partial<ReplicaState>[]) r.pausedForRecovery ??= false;
+  return p;
 }

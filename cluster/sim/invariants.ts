@@ -14,7 +14,6 @@ export interface BreachSink {
 
 export interface CheckerHost {
   storageOf(node: string): string | undefined;
-  isLive(node: string): boolean;
   stateOf(p: PartitionState): Record<string, unknown>;
 }
 
@@ -66,13 +65,15 @@ export function checkPartition(host: CheckerHost, p: PartitionState, sink: Breac
     from = Math.max(from, seg.upTo);
   }
   const owner = p.replicas[p.owner];
-  if (p.pendingRecovery === null && host.isLive(p.owner) && owner && owner.durable < p.confirmedTail) {
+  // Outside a pending recovery the owner serves (or, down, is what recovery continues from): it must hold
+  // every confirmed message, or new appends would reuse their offsets.
+  if (p.pendingRecovery === null && owner && owner.durable < p.confirmedTail) {
     sink.breach(
       {
         invariant: 2,
         partition: p.id,
         offset: owner.durable,
-        detail: `after ${context}: the serving owner ${p.owner} holds up to ${owner.durable}, below the confirmed tail ${p.confirmedTail}: it would serve without confirmed messages`,
+        detail: `after ${context}: the owner ${p.owner} holds up to ${owner.durable}, below the confirmed tail ${p.confirmedTail}: confirmed messages lost`,
         state: host.stateOf(p),
       },
       `2:${p.id}:owner:${p.epoch}`,

@@ -44,7 +44,7 @@ export const MUTANTS = {
   'add-learner.known-node': {
     rule: 'the node is registered (unknown_node)',
     safety: false,
-    why: 'it rejects a malformed request; without it the write fails with an internal error instead of a refusal',
+    why: 'it rejects a malformed request; without it an unknown node is refused node_down instead',
   },
   'add-learner.node-live': {
     rule: 'the node is live (node_down)',
@@ -185,7 +185,7 @@ export const MUTANTS = {
 
   // ---- the cluster's own admission and recovery rules
   'admit.caught-up': {
-    rule: 'a learner or rejoining replica is admitted only once caught up close to the tail',
+    rule: 'a learner or rejoining replica is admitted only once close to the tail and holding every confirmed message',
     safety: true,
   },
   'admit.no-pending-recovery': {
@@ -201,6 +201,11 @@ export const MUTANTS = {
   'rejoin.limit': {
     rule: 'at most W - 1 restarted followers rejoin at once (invariant 5)',
     safety: true,
+  },
+  'recovery.priority': {
+    rule: 'a waiting recovery transfer takes a slot ahead of running rebalancing transfers, which pause',
+    safety: false,
+    why: 'slot order decides how fast copies are made, never which copies count: a liveness rule',
   },
   'recovery.seal-quorum': {
     rule: 'activation waits for E - W + 1 surviving eligible replicas to seal',

@@ -466,6 +466,7 @@ export class ClusterSim {
 
     if (serving) {
       this.grantRecoverySlots(p);
+      this.resumePaused(p);
       const inSet = (n: string) => n !== p.owner;
       for (const n in p.replicas) if (inSet(n)) this.replicate(p, n, p.replicas[n]!, before, dt);
     }
@@ -539,8 +540,15 @@ export class ClusterSim {
     this.followBudget.set(n, budget - take);
   }
 
+  /**
+   * Caught up: close to the tail and holding every confirmed message the followers were sent. A replica that
+   * lost its disk is ineligible until re-admitted (its copies count as lost, within the fault budget); admitted
+   * short of the confirmed tail it would be an eligible replica missing confirmed messages, which a seal of
+   * E - W + 1 may pick alone (W = E seals one).
+   */
   private caughtUp(p: PartitionState, r: ReplicaState): boolean {
-    return !r.ckpt && p.tail - r.durable <= this.config.catchUpSlack;
+    const close = !r.ckpt && p.tail - r.durable <= this.config.catchUpSlack;
+    return close && r.durable >= Math.min(p.confirmedTail, p.prevTail);
   }
 
   /** A caught-up learner or rejoining replica enters (or returns to) the accepted history. */
@@ -572,18 +580,69 @@ export class ClusterSim {
     return out;
   }
 
-  private grantRecoverySlots(p: PartitionState): void {
+  /** How many more rejoins the limit lets start now. */
+  private rejoinsAllowed(p: PartitionState): number {
+    if (this.mutants.has('rejoin.limit')) return Infinity;
     let rejoining = 0;
     for (const h of p.history) if (h.suspended && p.replicas[h.node]?.slot) rejoining++;
+    return Math.max(0, this.rejoinLimit(p) - rejoining);
+  }
+
+  /** Recovery always comes first: a waiting rejoin takes a slot, pausing a rebalancing transfer if it must. */
+  private grantRecoverySlots(p: PartitionState): void {
+    const c = this.config;
+    let allowed = this.rejoinsAllowed(p);
     for (const n of this.waitingRejoins(p)) {
-      if (!this.holds('rejoin.limit', rejoining < this.rejoinLimit(p))) return;
-      if ((this.slotsInUse.get(n) ?? 0) >= this.config.perNodeLimit) continue;
-      if (this.clusterInUse >= this.config.clusterLimit) return;
-      const r = p.replicas[n]!;
-      r.slot = 'recovery';
+      if (allowed <= 0) return;
+      const nodeFull = (this.slotsInUse.get(n) ?? 0) >= c.perNodeLimit;
+      if (nodeFull || this.clusterInUse >= c.clusterLimit) {
+        if (!this.mutants.has('recovery.priority')) this.pauseRebalance(nodeFull ? n : null);
+        if ((this.slotsInUse.get(n) ?? 0) >= c.perNodeLimit || this.clusterInUse >= c.clusterLimit) continue;
+      }
+      p.replicas[n]!.slot = 'recovery';
       this.takeSlot(n);
-      rejoining++;
+      allowed--;
     }
+  }
+
+  /**
+   * Pauses one running rebalancing transfer (on `node`, or anywhere for the cluster-wide limit): it gives up
+   * its slot and makes no progress until no recovery waits for it. Paused is not stalled: nothing is wrong.
+   */
+  private pauseRebalance(node: string | null): void {
+    this.activeOrder ??= [...this.active].sort((a, b) => a.ord - b.ord);
+    for (const q of this.activeOrder) {
+      for (const n of q.learners) {
+        const r = q.replicas[n]!;
+        if (r.slot !== 'rebalance' || (node !== null && n !== node)) continue;
+        this.releaseSlot(n, r);
+        r.pausedForRecovery = true;
+        r.stalledSince = null;
+        r.carry = 0;
+        this.dirtyPartitions.add(q);
+        return;
+      }
+    }
+  }
+
+  /** A paused rebalancing transfer takes its slot back once the budget has room with recovery served first. */
+  private resumePaused(p: PartitionState): void {
+    for (const n of p.learners) {
+      const r = p.replicas[n]!;
+      if (!r.pausedForRecovery || !this.rebalanceRoom(n).room) continue;
+      r.pausedForRecovery = false;
+      r.slot = 'rebalance';
+      this.takeSlot(n);
+    }
+  }
+
+  /** Whether a rebalancing transfer to n fits: recovery first, then the per-node and cluster limits. */
+  private rebalanceRoom(n: string): { room: boolean; inUse: number; waiting: number } {
+    const c = this.config;
+    const waiting = this.recoveryWaiting();
+    const inUse = this.slotsInUse.get(n) ?? 0;
+    const room = inUse + (waiting.byNode.get(n) ?? 0) < c.perNodeLimit && this.clusterInUse + waiting.total < c.clusterLimit;
+    return { room, inUse, waiting: waiting.total };
   }
 
   private takeSlot(n: string): void {
@@ -598,13 +657,13 @@ export class ClusterSim {
     this.clusterInUse--;
   }
 
-  /** Recovery demand not yet holding a slot: it comes before any new rebalance transfer. */
+  /** Recovery demand not yet holding a slot (that the rejoin limit lets start): it comes before rebalancing. */
   private recoveryWaiting(): { total: number; byNode: Map<string, number> } {
     const byNode = new Map<string, number>();
     let total = 0;
     for (const p of this.active) {
       if (p.pendingRecovery) continue;
-      for (const n of this.waitingRejoins(p)) {
+      for (const n of this.waitingRejoins(p).slice(0, this.rejoinsAllowed(p))) {
         byNode.set(n, (byNode.get(n) ?? 0) + 1);
         total++;
       }
@@ -651,10 +710,11 @@ export class ClusterSim {
         durableOffset: r.durable,
         bytesRemaining: this.bytesRemaining(p, n, r),
         stalled: r.stalledSince !== null,
+        pausedForRecovery: r.pausedForRecovery,
       };
     });
     const sig = `${p.generation}|${p.confirmedTail}|${p.boundary?.offset ?? ''}|${replicas
-      .map((r) => `${r.node}:${r.durableOffset}:${r.bytesRemaining}:${r.stalled ? 1 : 0}`)
+      .map((r) => `${r.node}:${r.durableOffset}:${r.bytesRemaining}:${r.stalled ? 1 : 0}:${r.pausedForRecovery ? 1 : 0}`)
       .join(',')}`;
     if (sig === p.lastProgressSig) return;
     p.lastProgressSig = sig;
@@ -1009,10 +1069,10 @@ export class ClusterSim {
     return null;
   }
 
-  /** The mutant lets any other replica through, never a node holding no replica of the partition. */
+  /** The mutant lets a follower through, never the owner, the leaving replica or a node holding no replica. */
   private requireLearner(p: PartitionState, n: string, rule: MutantName): ReplicaState {
     const r = p.replicas[n];
-    if (!r || !this.holds(rule, p.learners.includes(n))) {
+    if (!r || n === p.owner || n === p.leaving || !this.holds(rule, p.learners.includes(n))) {
       throw new Refused('not_a_learner', `${n} is not a learner of ${p.id}`, { node: n, learners: p.learners });
     }
     return r;
@@ -1063,10 +1123,7 @@ export class ClusterSim {
       });
     }
     const c = this.config;
-    const waiting = this.recoveryWaiting();
-    const inUse = this.slotsInUse.get(n) ?? 0;
-    const nodeWaiting = waiting.byNode.get(n) ?? 0;
-    const room = inUse + nodeWaiting < c.perNodeLimit && this.clusterInUse + waiting.total < c.clusterLimit;
+    const { room, inUse, waiting } = this.rebalanceRoom(n);
     if (!this.holds('add-learner.sync-budget', room)) {
       throw new Refused('no_sync_budget', `no transfer slot for ${n}: recovery first, then the per-node and cluster limits`, {
         node: n,
@@ -1074,7 +1131,7 @@ export class ClusterSim {
         limit: c.perNodeLimit,
         clusterInUse: this.clusterInUse,
         clusterLimit: c.clusterLimit,
-        recoveryWaiting: waiting.total,
+        recoveryWaiting: waiting,
       });
     }
     const retained = p.retainedCopies.find((rc) => rc.node === n && rc.storageInstance === node?.storageInstance);
@@ -1105,11 +1162,20 @@ export class ClusterSim {
   }
 
   private dropLearner(p: PartitionState, n: string): null {
-    const r = this.requireLearner(p, n, 'drop-learner.is-learner');
-    p.learners = p.learners.filter((x) => x !== n);
-    p.history = p.history.filter((h) => h.node !== n);
-    this.retain(p, n, r);
+    this.removeReplica(p, n, this.requireLearner(p, n, 'drop-learner.is-learner'));
     return null;
+  }
+
+  /** Takes n out of every role and the eligible set, keeping its data as a retained copy. */
+  private removeReplica(p: PartitionState, n: string, r: ReplicaState): void {
+    p.learners = p.learners.filter((x) => x !== n);
+    p.followers = p.followers.filter((x) => x !== n);
+    p.history = p.history.filter((h) => h.node !== n);
+    if (p.leaving === n) {
+      p.leaving = null;
+      p.boundary = null;
+    }
+    this.retain(p, n, r);
   }
 
   private swap(p: PartitionState, learner: string, leaving: string): number {
@@ -1137,7 +1203,8 @@ export class ClusterSim {
   }
 
   private removeLeaving(p: PartitionState, n: string): null {
-    if (!this.holds('remove-leaving.is-leaving', p.leaving === n) || !p.boundary) {
+    const removed = p.replicas[n];
+    if (!removed || n === p.owner || !this.holds('remove-leaving.is-leaving', p.leaving === n) || !p.boundary) {
       throw new Refused('not_leaving', `${n} is not the leaving replica of ${p.id}`, { node: n, leaving: p.leaving });
     }
     const b = p.boundary;
@@ -1183,10 +1250,7 @@ export class ClusterSim {
         `4:${p.id}:${p.generation}`,
       );
     }
-    p.history = p.history.filter((h) => h.node !== n);
-    p.leaving = null;
-    p.boundary = null;
-    this.retain(p, n, p.replicas[n]!);
+    this.removeReplica(p, n, removed);
     return null;
   }
 
@@ -1390,6 +1454,7 @@ export class ClusterSim {
         bytesRemaining: bytes,
         phase,
         stalledSince: r.stalledSince,
+        pausedForRecovery: r.pausedForRecovery,
       };
     });
     return {
@@ -1417,8 +1482,14 @@ export class ClusterSim {
     for (const p of this.active) {
       for (const n in p.replicas) {
         const r = p.replicas[n]!;
-        if (!r.slot) continue;
-        transfers.push({ partition: p.id, node: n, kind: r.slot === 'recovery' ? 'recovery' : 'rebalance', bytesRemaining: this.bytesRemaining(p, n, r) });
+        if (!r.slot && !r.pausedForRecovery) continue;
+        transfers.push({
+          partition: p.id,
+          node: n,
+          kind: r.slot === 'recovery' ? 'recovery' : 'rebalance',
+          bytesRemaining: this.bytesRemaining(p, n, r),
+          pausedForRecovery: r.pausedForRecovery,
+        });
       }
     }
     return {
@@ -1459,13 +1530,10 @@ export class ClusterSim {
     return this.nodes.get(node)?.storageInstance;
   }
 
-  isLive(node: string): boolean {
-    return this.nodes.get(node)?.live === true;
-  }
 }
 
 function newReplica(durable: number): ReplicaState {
-  return { durable, carry: 0, ckpt: null, slot: null, stalledSince: null };
+  return { durable, carry: 0, ckpt: null, slot: null, pausedForRecovery: false, stalledSince: null };
 }
 
 function cmp(a: string, b: string): number {

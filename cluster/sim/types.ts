@@ -80,6 +80,8 @@ export interface ReplicaState {
   ckpt: Checkpoint | null;
   /** A sync-budget slot held by this replica's transfer. */
   slot: 'recovery' | 'rebalance' | null;
+  /** A rebalancing transfer that gave its slot to a waiting recovery transfer (not stalled: nothing is wrong). */
+  pausedForRecovery: boolean;
   stalledSince: number | null;
 }
 

@@ -218,10 +218,14 @@ describe('remove-leaving never blocks forever on a replica that is not rejoining
     expect(sim.invariants().breaches).toEqual([]);
   }
 
-  it('removes R when R went down after a restart (suspended, never rejoining)', () => {
+  it.each([
+    ['R (n3) went down after a restart', 'n3'],
+    ['another follower (n2) was restarted and then went down', 'n2'],
+  ])('removes R when %s: suspended, never rejoining', (_, node) => {
     const sim = covered();
-    sim.fault({ fault: 'restart-node', node: 'n3' });
-    sim.fault({ fault: 'crash-node', node: 'n3' });
+    sim.fault({ fault: 'restart-node', node });
+    sim.fault({ fault: 'crash-node', node });
+    expect(sim.partition('q-0').history.find((h) => h.node === node)?.suspended).toBe(true);
     removedAndFree(sim);
   });
 
@@ -232,13 +236,6 @@ describe('remove-leaving never blocks forever on a replica that is not rejoining
     removedAndFree(sim);
   });
 
-  it('removes R when another follower was restarted and then went down', () => {
-    const sim = covered();
-    sim.fault({ fault: 'restart-node', node: 'n2' });
-    sim.fault({ fault: 'crash-node', node: 'n2' });
-    expect(sim.partition('q-0').history.find((h) => h.node === 'n2')?.suspended).toBe(true);
-    removedAndFree(sim);
-  });
 
   it('waits for a follower that is actively rejoining, then removes R once it is re-admitted', () => {
     const sim = covered();
