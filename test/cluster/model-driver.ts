@@ -40,11 +40,11 @@ type Role = 'owner' | 'leaving' | 'joined' | 'follower' | 'any';
 type Who = Role | 'learner' | 'suspended' | 'down' | 'free' | 'id';
 const WHO: Who[] = ['owner', 'follower', 'leaving', 'learner', 'suspended', 'down', 'free', 'id'];
 /**
- * When a fault fires: now, or armed on its partition until the move reaches a phase (T admitted, R leaving,
+ * When a fault fires: now, or armed on its partition until the move reaches a phase (T catching up, T admitted, R leaving,
  * a handoff closed admission), so that it lands between two steps of the move: the driver's next step on
  * that partition fires it instead of taking the step, and so does the next time step, before time passes.
  */
-type Phase = 'now' | 'admitted' | 'swapped' | 'closed';
+type Phase = 'now' | 'learning' | 'admitted' | 'swapped' | 'closed';
 type FaultKind =
   | 'crash-node'
   | 'restart-node'
@@ -57,7 +57,8 @@ type FaultKind =
   | 'events';
 
 export type Cmd =
-  | { t: 'step'; p: number; r: number }
+  /** `burst` steps back to back, no time between: a workflow issuing its next write at once. */
+  | { t: 'step'; p: number; r: number; burst: number }
   | { t: 'random'; p: number; write: GuardedWriteName; node: Who; other: Who; gen: number; r: number }
   | { t: 'publish'; p: number; count: number }
   | { t: 'rate'; p: number; rate: number }
@@ -70,7 +71,7 @@ const qIdx = fc.nat(QUEUES - 1);
 /** Mostly queues: the stream only answers not_a_queue, so it gets one command in eight of those that name it. */
 const anyIdx = fc.oneof({ weight: 7, arbitrary: qIdx }, { weight: 1, arbitrary: fc.constant(QUEUES) });
 
-const PHASES: Phase[] = ['now', 'now', 'admitted', 'admitted', 'swapped', 'swapped', 'closed'];
+const PHASES: Phase[] = ['now', 'now', 'learning', 'admitted', 'admitted', 'swapped', 'swapped', 'closed'];
 
 function faultArb(kinds: FaultKind[], roles: Role[], phases: Phase[] = PHASES): fc.Arbitrary<FaultCmd> {
   return fc.record({
@@ -84,7 +85,7 @@ function faultArb(kinds: FaultKind[], roles: Role[], phases: Phase[] = PHASES): 
 }
 
 const cmd: fc.Arbitrary<Cmd> = fc.oneof(
-  { weight: 10, arbitrary: fc.record({ t: fc.constant('step' as const), p: qIdx, r: fc.nat(999) }) },
+  { weight: 10, arbitrary: fc.record({ t: fc.constant('step' as const), p: qIdx, r: fc.nat(999), burst: fc.constantFrom(1, 1, 2, 3) }) },
   // Out-of-turn writes naming the replicas of the move in flight: what a buggy or racing caller sends.
   {
     weight: 4,
@@ -112,9 +113,9 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 1, arbitrary: faultArb(['crash-node', 'restart-node'], ['leaving', 'joined', 'follower'], ['now']) },
   { weight: 1, arbitrary: faultArb(['lose-disk'], ['owner', 'leaving', 'joined', 'joined', 'follower', 'any']) },
   // A stalled T behind R at the swap is what makes the boundary matter: most stalls hit T once it is admitted.
-  { weight: 1, arbitrary: faultArb(['stall-transfer'], ['joined', 'joined', 'joined', 'follower', 'leaving'], ['admitted', 'admitted', 'swapped', 'now']) },
+  { weight: 1, arbitrary: faultArb(['stall-transfer'], ['joined', 'joined', 'joined', 'follower', 'leaving'], ['learning', 'admitted', 'admitted', 'swapped', 'now']) },
   // Only a write quorum keeps up: every message confirmed from here is on exactly W copies, the pigeonhole's edge.
-  { weight: 1, arbitrary: faultArb(['laggards'], ['any'], ['now', 'admitted', 'admitted', 'swapped']) },
+  { weight: 1, arbitrary: faultArb(['laggards'], ['any'], ['now', 'learning', 'admitted', 'admitted', 'swapped']) },
   { weight: 1, arbitrary: faultArb(['fail-owner', 'set-draining', 'refuse-next-write', 'events'], ['any']) },
 );
 
@@ -263,7 +264,8 @@ export class Driver {
     if (p.admission === 'closed') return 'closed';
     if (p.leaving) return 'swapped';
     const t = p.learners[0];
-    return t && p.history.some((h) => h.node === t && !h.suspended) ? 'admitted' : null;
+    if (!t) return null;
+    return p.history.some((h) => h.node === t && !h.suspended) ? 'admitted' : 'learning';
   }
 
   /** Fires the faults armed for this partition's current phase; true when one fired. */
@@ -301,12 +303,12 @@ export class Driver {
       const admitted = p.history.some((h) => h.node === learner && !h.suspended);
       const k = r % 10;
       // Now and then a swap or promotion of a learner not admitted yet: the cluster must refuse it.
-      const early = admitted || Math.floor(r / 10) % 4 === 0;
+      const early = admitted || Math.floor(r / 10) % 2 === 0;
       const leaving = this.leavingFor(p, r);
       if (!this.live(learner) && k < 8) {
         // The note: if T fails before step 1, drop the learner.
         this.write(p, 'drop-learner', { node: learner });
-      } else if (early && k < 6 && leaving) {
+      } else if (early && k < 5 && leaving) {
         this.write(p, 'swap', { learner, leaving });
       } else if (early && k < 8 && p.replicationFactor < 6) {
         this.write(p, 'promote-learner', { node: learner });
@@ -453,7 +455,8 @@ export class Driver {
     this.cov.commands++;
     switch (c.t) {
       case 'step':
-        return this.step(this.sim.partition(pid(c.p)), c.r);
+        for (let i = 0; i < c.burst; i++) this.step(this.sim.partition(pid(c.p)), c.r + 7 * i);
+        return;
       case 'random':
         return this.random(c);
       case 'publish':

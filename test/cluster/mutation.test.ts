@@ -12,8 +12,8 @@ import { MUTANTS, type MutantName } from '../../cluster/sim/mutants';
 import type { ClusterSim } from '../../cluster/sim/sim';
 import { emptyCoverage, ModelPropertyError, runScenario, scenarioArb, type Scenario } from './model-driver';
 
-/** Fixed, so that every run kills the same way; 1 and 2 kill every mutant as well (README, "Mutation score"). */
-const SEED = Number(process.env.CLUSTER_MODEL_SEED ?? 3);
+/** Fixed, so that every run kills the same way (README, "Mutation score", has the other seeds' figures). */
+const SEED = Number(process.env.CLUSTER_MODEL_SEED ?? 2);
 const BUDGET = 1_000;
 
 type Verdict = 'breach' | 'liveness' | 'property' | 'crash';
