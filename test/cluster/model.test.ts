@@ -39,6 +39,9 @@ describe('randomized move, publish, time and fault sequences', () => {
     );
     console.log(formatCoverage('model test', cov));
     expect(cov.sequences).toBeGreaterThanOrEqual(SEQUENCES);
+    // The generator must keep reaching what it aims at: a run that stops covering one of these proves little.
+    const reached = ['movesCompleted', 'removals', 'promotions', 'recoveries', 'diskLossesAroundSwap', 'faultsMidMove', 'lostForGood'] as const;
+    for (const k of reached) expect(cov[k], k).toBeGreaterThanOrEqual(SEQUENCES / 20);
   });
 
   it('are deterministic for a seed and carry on identically from a snapshot taken anywhere mid-run', () => {
