@@ -142,7 +142,10 @@ export class Driver {
     }
     const members = new Set([p.owner, ...p.followers]);
     const free = [...this.sim.nodes.keys()].filter((n) => !members.has(n));
-    if (free.length > 0) this.write(p, 'add-learner', { node: free[r % free.length]! });
+    // The note: a target that still holds a retained copy is much cheaper and wins ties.
+    const warm = free.filter((n) => p.retainedCopies.some((c) => c.node === n));
+    const pool = warm.length > 0 && r % 2 === 0 ? warm : free;
+    if (pool.length > 0) this.write(p, 'add-learner', { node: pool[r % pool.length]! });
   }
 
   random(c: Extract<Cmd, { t: 'random' }>): void {
