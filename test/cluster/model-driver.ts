@@ -366,12 +366,7 @@ export class Driver {
     const keepDown = new Set<string>();
     const owners = new Set([...sim.partitions.values()].map((p) => p.owner));
     const joined = new Set([...sim.partitions.values()].flatMap((p) => (p.boundary ? [p.boundary.joined] : [])));
-    // A down node's transfer keeps its sync slot (the cluster never releases it), so one kept down would
-    // shrink the budget for good: only nodes holding no slot are lost for good here.
-    const holdsSlot = (n: string) => [...sim.partitions.values()].some((p) => p.replicas[n]?.slot);
-    const candidates = [...sim.nodes.values()].filter(
-      (n) => !n.live && !owners.has(n.id) && !joined.has(n.id) && !holdsSlot(n.id) && this.withinBudget(n.id),
-    );
+    const candidates = [...sim.nodes.values()].filter((n) => !n.live && !owners.has(n.id) && !joined.has(n.id) && this.withinBudget(n.id));
     if (lostForGood > 0 && candidates.length > 0) keepDown.add(candidates[0]!.id);
     this.cov.lostForGood += keepDown.size;
     for (const n of sim.nodes.values()) if (!n.live && !keepDown.has(n.id)) sim.fault({ fault: 'restart-node', node: n.id });
