@@ -145,7 +145,15 @@ export class Driver {
     // The note: a target that still holds a retained copy is much cheaper and wins ties.
     const warm = free.filter((n) => p.retainedCopies.some((c) => c.node === n));
     const pool = warm.length > 0 && r % 2 === 0 ? warm : free;
-    if (pool.length > 0) this.write(p, 'add-learner', { node: pool[r % pool.length]! });
+    if (pool.length === 0) return;
+    const target = pool[r % pool.length]!;
+    const added = this.write(p, 'add-learner', { node: target });
+    // Such a target starts near the tail and is admitted at the next tick: half the time the workflow's next
+    // step comes before it, in the same tick (promote or swap a learner not admitted: the cluster must refuse).
+    if (!added.ok || !warm.includes(target) || Math.floor(r / 2) % 2 !== 0) return;
+    const leaving = this.leavingFor(p, r);
+    if (r % 3 !== 0 && p.replicationFactor < 6) this.write(p, 'promote-learner', { node: target });
+    else if (leaving) this.write(p, 'swap', { learner: target, leaving });
   }
 
   random(c: Extract<Cmd, { t: 'random' }>): void {
