@@ -627,11 +627,11 @@ export class ClusterSim {
     }
   }
 
-  /** A paused rebalancing transfer takes its slot back once the budget has room with recovery served first. */
+  /** A paused rebalancing transfer takes its slot back once its node is up and the budget has room with recovery served first. */
   private resumePaused(p: PartitionState): void {
     for (const n of p.learners) {
       const r = p.replicas[n]!;
-      if (!r.pausedForRecovery || !this.rebalanceRoom(n).room) continue;
+      if (!r.pausedForRecovery || !this.nodes.get(n)!.live || !this.rebalanceRoom(n).room) continue;
       r.pausedForRecovery = false;
       r.slot = 'rebalance';
       this.takeSlot(n);
@@ -895,6 +895,14 @@ export class ClusterSim {
     this.generation++;
     this.emit({ type: 'node_down', node: n.id });
     for (const p of ps) {
+      const r = p.replicas[n.id];
+      // A transfer to a down node cannot progress: its slot goes back to the sync budget, or a node lost for
+      // good would shrink it for good. Once the node is up, it takes one through the normal grant path.
+      if (r?.slot) {
+        this.releaseSlot(n.id, r);
+        r.carry = 0;
+        r.stalledSince ??= this.now;
+      }
       if (p.owner === n.id) this.openRecovery(p, `owner node ${n.id} crashed`);
     }
   }
@@ -909,6 +917,12 @@ export class ClusterSim {
     for (const p of ps) {
       // A restarted replica's process no longer matches the history: it rejoins through learner admission.
       if (n.id in p.replicas && p.owner !== n.id) this.suspend(p, n.id);
+      // A learner that lost its slot when the node went down waits behind the node's rejoins, which come first.
+      const r = p.replicas[n.id];
+      if (r && !r.slot && p.learners.includes(n.id) && !p.history.some((h) => h.node === n.id)) {
+        r.pausedForRecovery = true;
+        r.stalledSince = null;
+      }
     }
   }
 

@@ -190,4 +190,44 @@ describe('the invariant checker', () => {
     untilAdmitted(sim, 'q-1', 'n6', 60_000);
     expect(sim.invariants().breaches).toEqual([]);
   });
+
+  it('gives a down node\'s transfer slots back to the budget, and takes them again through the grant path once it is up (issue 7, rule 8)', () => {
+    // One slot cluster-wide: a learner on a node that never returns would otherwise block every move for good.
+    // n7 holds no replica, so it has nothing to rejoin when it returns.
+    const sim = makeSim({ clusterLimit: 1, transferBytesPerSec: 20_000 }, 7);
+    sim.publish('q-0', 2_000);
+    expect(write(sim, 'q-0', 'add-learner', { node: 'n7' }).ok).toBe(true);
+    sim.advance(200);
+    sim.fault({ fault: 'crash-node', node: 'n7' });
+    expect(sim.syncBudget()).toMatchObject({ clusterInUse: 0, transfers: [] });
+    const held = sim.progress('q-0').replicas.find((r) => r.node === 'n7')!;
+    expect(held.stalledSince).not.toBeNull();
+    expect(write(sim, 'q-1', 'add-learner', { node: 'n6' }).ok).toBe(true);
+
+    // Back up, n7's learner waits paused (not stalled) while the one slot is taken.
+    sim.fault({ fault: 'restart-node', node: 'n7' });
+    sim.advance(100);
+    expect(sim.syncBudget().transfers).toEqual([
+      expect.objectContaining({ partition: 'q-0', node: 'n7', kind: 'rebalance', pausedForRecovery: true }),
+      expect.objectContaining({ partition: 'q-1', node: 'n6', kind: 'rebalance', pausedForRecovery: false }),
+    ]);
+    expect(sim.progress('q-0').replicas.find((r) => r.node === 'n7')).toMatchObject({ pausedForRecovery: true, stalledSince: null });
+    untilAdmitted(sim, 'q-1', 'n6', 60_000);
+    untilAdmitted(sim, 'q-0', 'n7', 60_000);
+    expect(sim.progress('q-0').replicas.find((r) => r.node === 'n7')!.durableOffset).toBeGreaterThan(held.durableOffset);
+
+    // A rejoin's recovery slot too: n3 crashes while rejoining, and rejoins everything once it is up again.
+    sim.fault({ fault: 'crash-node', node: 'n3' });
+    sim.publish('q-0', 2_000);
+    sim.advance(100);
+    sim.fault({ fault: 'restart-node', node: 'n3' });
+    sim.advance(100);
+    expect(sim.syncBudget()).toMatchObject({ clusterInUse: 1, transfers: [expect.objectContaining({ node: 'n3', kind: 'recovery' })] });
+    sim.fault({ fault: 'crash-node', node: 'n3' });
+    expect(sim.syncBudget()).toMatchObject({ clusterInUse: 0, transfers: [] });
+    sim.fault({ fault: 'restart-node', node: 'n3' });
+    for (const q of ['q-0', 'q-1', 'q-2']) untilAdmitted(sim, q, 'n3', 60_000);
+    expect(sim.syncBudget().clusterInUse).toBe(0);
+    expect(sim.invariants().breaches).toEqual([]);
+  });
 });

@@ -145,7 +145,15 @@ export class Driver {
     // The note: a target that still holds a retained copy is much cheaper and wins ties.
     const warm = free.filter((n) => p.retainedCopies.some((c) => c.node === n));
     const pool = warm.length > 0 && r % 2 === 0 ? warm : free;
-    if (pool.length > 0) this.write(p, 'add-learner', { node: pool[r % pool.length]! });
+    if (pool.length === 0) return;
+    const target = pool[r % pool.length]!;
+    const added = this.write(p, 'add-learner', { node: target });
+    // Such a target starts near the tail and is admitted at the next tick: half the time the workflow's next
+    // step comes before it, in the same tick (promote or swap a learner not admitted: the cluster must refuse).
+    if (!added.ok || !warm.includes(target) || Math.floor(r / 2) % 2 !== 0) return;
+    const leaving = this.leavingFor(p, r);
+    if (r % 3 !== 0 && p.replicationFactor < 6) this.write(p, 'promote-learner', { node: target });
+    else if (leaving) this.write(p, 'swap', { learner: target, leaving });
   }
 
   random(c: Extract<Cmd, { t: 'random' }>): void {
@@ -366,12 +374,7 @@ export class Driver {
     const keepDown = new Set<string>();
     const owners = new Set([...sim.partitions.values()].map((p) => p.owner));
     const joined = new Set([...sim.partitions.values()].flatMap((p) => (p.boundary ? [p.boundary.joined] : [])));
-    // A down node's transfer keeps its sync slot (the cluster never releases it), so one kept down would
-    // shrink the budget for good: only nodes holding no slot are lost for good here.
-    const holdsSlot = (n: string) => [...sim.partitions.values()].some((p) => p.replicas[n]?.slot);
-    const candidates = [...sim.nodes.values()].filter(
-      (n) => !n.live && !owners.has(n.id) && !joined.has(n.id) && !holdsSlot(n.id) && this.withinBudget(n.id),
-    );
+    const candidates = [...sim.nodes.values()].filter((n) => !n.live && !owners.has(n.id) && !joined.has(n.id) && this.withinBudget(n.id));
     if (lostForGood > 0 && candidates.length > 0) keepDown.add(candidates[0]!.id);
     this.cov.lostForGood += keepDown.size;
     for (const n of sim.nodes.values()) if (!n.live && !keepDown.has(n.id)) sim.fault({ fault: 'restart-node', node: n.id });
