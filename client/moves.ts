@@ -6,12 +6,14 @@
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowIdConflictPolicy,
+  WorkflowNotFoundError,
   WorkflowIdReusePolicy,
   WorkflowUpdateFailedError,
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
+import type { Partition } from '../cluster/contract';
 import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus } from '../workflows/definitions';
 import { checkFollowerMove } from '../workflows/follower-move-rules';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
@@ -30,7 +32,7 @@ export class MoveRefused extends Error {
 
 export interface MovesContext {
   client: Client;
-  cluster: Pick<ClusterClient, 'partition' | 'nodes'>;
+  cluster: Pick<ClusterClient, 'partition' | 'nodes' | 'topology'>;
   taskQueue: string;
 }
 
@@ -50,6 +52,13 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
   if (!check.ok) throw new MoveRefused(check.code, check.message);
 
   const workflowId = reconfigurationWorkflowId(partition);
+  const busy = inFlight(view.partition);
+  if (busy) {
+    // A change of our own in flight is named as the running workflow, which says how to wait for or cancel it.
+    const running = await ctx.client.workflow.getHandle(workflowId).describe().then((d) => d.status.name === 'RUNNING', () => false);
+    if (running) throw await alreadyRunning(ctx.client, partition, workflowId);
+    throw busy;
+  }
   try {
     return await ctx.client.workflow.start<typeof followerMove>('followerMove', {
       workflowId,
@@ -71,16 +80,39 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
         `wait until ${to} is durable at B, then remove ${from} (it keeps its data for the grace period).`,
     });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      const running = await describeRunning(ctx.client, workflowId);
-      throw new MoveRefused(
-        'reconfiguration_running',
-        `a reconfiguration of ${partition} is already running: workflow ${workflowId}${running ? ` (${running})` : ''}; ` +
-          `wait for it or cancel it with \`rebalancer cancel ${partition}\``,
-      );
-    }
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw await alreadyRunning(ctx.client, partition, workflowId);
     throw err;
   }
+}
+
+/**
+ * Why a move cannot start on the partition as it is now, or null: a change already in flight (a learner or a
+ * leaving replica), admission closed for a handoff, or a pending recovery. Refused up front rather than
+ * started and aborted at the workflow's first step.
+ */
+export function inFlight(p: Partition): MoveRefused | null {
+  if (p.learners.length > 0) {
+    return new MoveRefused('change_in_flight', `${p.id} has a change in flight: learner ${p.learners.join(', ')} is catching up; wait until it is promoted or dropped`);
+  }
+  if (p.leaving) {
+    return new MoveRefused('change_in_flight', `${p.id} has a change in flight: ${p.leaving} is leaving and not yet removed; wait until it is removed`);
+  }
+  if (p.admission === 'closed') {
+    return new MoveRefused('admission_closed', `${p.id} has admission closed for a handoff of its owner ${p.owner}; wait until the handoff ends`);
+  }
+  if (p.pendingRecovery) {
+    return new MoveRefused('pending_recovery', `${p.id} has a pending recovery (${p.pendingRecovery.failedOwner} failed in epoch ${p.pendingRecovery.epoch}); wait until it is activated`);
+  }
+  return null;
+}
+
+async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
+  const running = await describeRunning(client, workflowId);
+  return new MoveRefused(
+    'reconfiguration_running',
+    `a reconfiguration of ${partition} is already running: workflow ${workflowId}${running ? ` (${running})` : ''}; ` +
+      `wait for it or cancel it with \`rebalancer cancel ${partition}\``,
+  );
 }
 
 async function describeRunning(client: Client, workflowId: string): Promise<string | null> {
@@ -113,20 +145,84 @@ export interface MoveDetail {
   outcome: MoveOutcome | null;
 }
 
-/** The latest reconfiguration of a partition, running or ended. */
-export async function showMove(client: Client, partition: string): Promise<MoveDetail> {
+/**
+ * The latest reconfiguration of a partition, running or ended. With no move on record, the broker (when given)
+ * tells a partition that never moved (`no_move`) from one that does not exist (`unknown_partition`).
+ */
+export async function showMove(client: Client, partition: string, cluster?: Pick<ClusterClient, 'topology' | 'baseUrl'>): Promise<MoveDetail> {
   const workflowId = reconfigurationWorkflowId(partition);
   const handle = client.workflow.getHandle<typeof followerMove>(workflowId);
   let description;
   try {
     description = await handle.describe();
-  } catch {
-    throw new MoveRefused('no_move', `no move has run on partition ${partition} (no workflow ${workflowId})`);
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    const known = cluster ? (await cluster.topology()).partitions.map((p) => p.id) : null;
+    if (known && !known.includes(partition)) {
+      const shown = known.slice(0, 10).join(', ') + (known.length > 10 ? ', ...' : '');
+      throw new MoveRefused(
+        'unknown_partition',
+        `partition ${partition} is unknown to the broker at ${cluster!.baseUrl}: it has ${known.length} (${shown}); GET ${cluster!.baseUrl}/v1/topology lists them all`,
+      );
+    }
+    throw new MoveRefused('no_move', `no move has run on ${partition} (no workflow ${workflowId})`);
   }
   const running = description.status.name === 'RUNNING';
   const status = await handle.query(statusQuery).catch(() => null);
   const outcome = running ? null : await handle.result().catch(() => null);
   return { workflowId, runId: description.runId, running, status, outcome: outcome ?? status?.outcome ?? null };
+}
+
+export interface EndedMove {
+  workflowId: string;
+  partition: string;
+  from: string | null;
+  to: string | null;
+  closedAt: string | null;
+  /** How Temporal recorded the end: COMPLETED, FAILED, TERMINATED, ... */
+  executionStatus: string;
+  /** The workflow's own outcome; null when it ended without one (terminated, timed out). */
+  outcome: MoveOutcome | null;
+}
+
+/** The `limit` most recently ended moves, newest first, from Temporal visibility. */
+export async function recentMoves(client: Client, limit: number): Promise<EndedMove[]> {
+  const ended = [];
+  // Visibility lists ended workflows most recently closed first; the sort only makes that explicit.
+  for await (const wf of client.workflow.list({ query: `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) {
+    if (ended.length >= limit) break;
+    ended.push(wf);
+  }
+  ended.sort((a, b) => (b.closeTime?.getTime() ?? 0) - (a.closeTime?.getTime() ?? 0));
+  return Promise.all(
+    ended.map(async (wf) => {
+      const attrs = wf.typedSearchAttributes;
+      const outcome = await client.workflow
+        .getHandle<typeof followerMove>(wf.workflowId, wf.runId)
+        .result()
+        .catch(() => null);
+      return {
+        workflowId: wf.workflowId,
+        partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
+        from: attrs.get(SourceKey) ?? null,
+        to: attrs.get(TargetKey) ?? null,
+        closedAt: wf.closeTime?.toISOString() ?? null,
+        executionStatus: wf.status.name,
+        outcome,
+      };
+    }),
+  );
+}
+
+/** The phases a move entered, in order, from its history (each phase change is a search-attribute upsert). */
+export async function phasesSoFar(handle: WorkflowHandle): Promise<string[]> {
+  const history = await handle.fetchHistory();
+  const phases: string[] = [];
+  for (const event of history.events ?? []) {
+    const data = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.[PhaseKey.name]?.data;
+    if (data) phases.push(JSON.parse(Buffer.from(data).toString('utf8')) as string);
+  }
+  return phases;
 }
 
 /** Operator cancel: accepted before the swap; refused after it, with the reason and the way forward. */
