@@ -32,7 +32,7 @@ export class MoveRefused extends Error {
 
 export interface MovesContext {
   client: Client;
-  cluster: Pick<ClusterClient, 'partition' | 'nodes' | 'topology'>;
+  cluster: Pick<ClusterClient, 'partition' | 'nodes'>;
   taskQueue: string;
 }
 
