@@ -18,6 +18,9 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 /** A server the CLI needs does not answer. */
 class Unreachable extends Error {}
 
+/** The phases a move ends in: its outcome line says how, so they get no progress line of their own. */
+const ENDED_PHASES = new Set(['completed', 'cancelled', 'aborted']);
+
 export const EXIT = { done: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
 interface Io {
@@ -137,7 +140,7 @@ export function buildCli(io: Io, result = { exitCode: EXIT.done as number }): Co
           const done = await Promise.race([handle.result().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 500))]);
           if (!opts.json) {
             const phases = await phasesSoFar(handle);
-            for (const phase of phases.slice(printedPhases)) if (phase !== 'completed' && phase !== last) io.out(`${(last = phase)}\n`);
+            for (const phase of phases.slice(printedPhases)) if (!ENDED_PHASES.has(phase) && phase !== last) io.out(`${(last = phase)}\n`);
             printedPhases = phases.length;
             const s = done ? null : await handle.query('status').catch(() => null) as MoveStatus | null;
             const line = s && !s.outcome ? progressLine(s) : '';
