@@ -19,7 +19,9 @@ const taskQueue = `cli-${process.pid}`;
 
 beforeAll(async () => {
   // No recovery activates during this file, so a failed owner leaves its partition with a pending recovery.
-  cluster = await startTestCluster({ recoveryDelayMs: 3_600_000 });
+  // Workflow ids are `reconfigure-<partition>` on the dev server all test files share: this file moves only
+  // q-100 and up, which no other file's cluster has.
+  cluster = await startTestCluster({ recoveryDelayMs: 3_600_000 }, { nodes: 6, partitions: 110, streams: 1 });
   client = await connectClient();
   const { w, running } = await startWorker(cluster.url, taskQueue);
   stopWorker = async () => {
@@ -77,7 +79,7 @@ describe('rebalancer CLI', () => {
   });
 
   it('a refusal with --json prints one JSON object on stdout and exits 1', async () => {
-    const r = await cli('move', 'q-0', '--from', 'n1', '--to', 'n1', '--json');
+    const r = await cli('move', 'q-100', '--from', 'n1', '--to', 'n1', '--json');
     expect(r.code).toBe(1);
     expect(json(r.out)).toMatchObject({ ok: false, code: 'same_node', message: expect.stringContaining('n1') });
     expect(r.err).toMatch(/refused \(same_node\)/);
@@ -88,24 +90,24 @@ describe('rebalancer CLI', () => {
     expect(temporal.code).toBe(3);
     expect(json(temporal.out)).toMatchObject({ ok: false, code: 'unreachable', message: expect.stringMatching(/Temporal server .*TEMPORAL_ADDRESS/) });
 
-    const { from, to } = await pickMove(cluster.client, 'q-1');
-    const broker = await withEnv({ CLUSTER_URL: `http://127.0.0.1:${await closedPort()}` }, () => cli('move', 'q-1', '--from', from, '--to', to));
+    const { from, to } = await pickMove(cluster.client, 'q-101');
+    const broker = await withEnv({ CLUSTER_URL: `http://127.0.0.1:${await closedPort()}` }, () => cli('move', 'q-101', '--from', from, '--to', to));
     expect(broker.code).toBe(3);
     expect(broker.err).toMatch(/cannot reach the broker .*CLUSTER_URL/);
-    expect(await workflowExists('q-1')).toBe(false);
+    expect(await workflowExists('q-101')).toBe(false);
   });
 
   it('show tells a partition that never moved from an unknown one', async () => {
-    const never = await cli('show', 'q-3');
+    const never = await cli('show', 'q-103');
     expect(never.code).toBe(1);
-    expect(never.err).toContain('no move has run on q-3');
-    expect(json((await cli('show', 'q-3', '--json')).out)).toMatchObject({ ok: false, code: 'no_move' });
+    expect(never.err).toContain('no move has run on q-103');
+    expect(json((await cli('show', 'q-103', '--json')).out)).toMatchObject({ ok: false, code: 'no_move' });
 
-    const unknown = await cli('show', 'q-99', '--json');
+    const unknown = await cli('show', 'q-9999', '--json');
     expect(unknown.code).toBe(1);
     const body = json(unknown.out);
     expect(body).toMatchObject({ ok: false, code: 'unknown_partition' });
-    expect(body.message).toMatch(/partition q-99 is unknown .*\/v1\/topology/);
+    expect(body.message).toMatch(/partition q-9999 is unknown .*\/v1\/topology/);
   });
 
   it('a move that cannot start is refused up front, naming what is in flight, and starts no workflow', async () => {
@@ -116,37 +118,37 @@ describe('rebalancer CLI', () => {
       expect(await workflowExists(partition)).toBe(false);
       return json(r.out);
     };
-    const learnerOn = await cluster.client.partition('q-2');
+    const learnerOn = await cluster.client.partition('q-102');
     const holders = new Set([learnerOn.partition.owner, ...learnerOn.partition.followers]);
     const learner = (await cluster.client.topology()).nodes.find((n) => n.live && !holders.has(n.id))!.id;
-    const added = await cluster.client.write('q-2', 'add-learner', { expectedGeneration: learnerOn.partition.generation, idempotencyKey: 'cli-test-learner', node: learner });
+    const added = await cluster.client.write('q-102', 'add-learner', { expectedGeneration: learnerOn.partition.generation, idempotencyKey: 'cli-test-learner', node: learner });
     expect(added.ok).toBe(true);
-    expect(await refusedOn('q-2')).toMatchObject({ code: 'change_in_flight', message: expect.stringContaining(`learner ${learner}`) });
+    expect(await refusedOn('q-102')).toMatchObject({ code: 'change_in_flight', message: expect.stringContaining(`learner ${learner}`) });
 
-    const closing = await cluster.client.partition('q-4');
-    const closed = await cluster.client.write('q-4', 'close-admission', { expectedGeneration: closing.partition.generation, idempotencyKey: 'cli-test-close' });
+    const closing = await cluster.client.partition('q-104');
+    const closed = await cluster.client.write('q-104', 'close-admission', { expectedGeneration: closing.partition.generation, idempotencyKey: 'cli-test-close' });
     expect(closed.ok).toBe(true);
-    expect(await refusedOn('q-4')).toMatchObject({ code: 'admission_closed' });
+    expect(await refusedOn('q-104')).toMatchObject({ code: 'admission_closed' });
 
-    await cluster.client.fault({ fault: 'fail-owner', partition: 'q-5' });
-    expect((await cluster.client.partition('q-5')).partition.pendingRecovery).not.toBeNull();
-    expect(await refusedOn('q-5')).toMatchObject({ code: 'pending_recovery' });
+    await cluster.client.fault({ fault: 'fail-owner', partition: 'q-105' });
+    expect((await cluster.client.partition('q-105')).partition.pendingRecovery).not.toBeNull();
+    expect(await refusedOn('q-105')).toMatchObject({ code: 'pending_recovery' });
   });
 
   it('move --wait prints a line for every phase and ends with the outcome; moves then lists it as ended', async () => {
-    const { from, to } = await pickMove(cluster.client, 'q-0');
-    const r = await cli('move', 'q-0', '--from', from, '--to', to, '--wait');
+    const { from, to } = await pickMove(cluster.client, 'q-100');
+    const r = await cli('move', 'q-100', '--from', from, '--to', to, '--wait');
     expect(r.code, r.err).toBe(0);
     const lines = r.out.trim().split('\n');
     const phases = lines.map((l) => l.split(':')[0]);
     for (const phase of ['adding_learner', 'catching_up', 'swapping', 'covering_boundary', 'removing']) expect(phases).toContain(phase);
     expect(lines.filter((l) => l.startsWith('completed'))).toEqual([lines.at(-1)]);
-    expect(lines.at(-1)).toMatch(new RegExp(`^completed: q-0 ${from} -> ${to}, boundary B \\d+, epoch \\d+$`));
+    expect(lines.at(-1)).toMatch(new RegExp(`^completed: q-100 ${from} -> ${to}, boundary B \\d+, epoch \\d+$`));
 
     const listed = await cli('moves', '--json');
     expect(listed.code).toBe(0);
     const { ended } = json(listed.out) as { ended: { partition: string; from: string; to: string; outcome: { status: string } }[] };
-    expect(ended).toContainEqual(expect.objectContaining({ partition: 'q-0', from, to, outcome: expect.objectContaining({ status: 'completed' }) }));
-    expect((await cli('moves')).out).toMatch(/recently ended:[\s\S]*q-0 .*completed: q-0/);
+    expect(ended).toContainEqual(expect.objectContaining({ partition: 'q-100', from, to, outcome: expect.objectContaining({ status: 'completed' }) }));
+    expect((await cli('moves')).out).toMatch(/recently ended:[\s\S]*q-100 .*completed: q-100/);
   });
 });
