@@ -5,7 +5,7 @@
 import type { ClusterSim } from './sim';
 import type { PartitionState } from './types';
 
-function tailAt(sim: ClusterSim, a: NonNullable<PartitionState['anchor']>, rate: number, t: number): { tail: number; frac: number } {
+function tailAt(a: NonNullable<PartitionState['anchor']>, rate: number, t: number): { tail: number; frac: number } {
   const x = a.frac + (rate * (t - a.at)) / 1000;
   const k = Math.floor(x);
   return { tail: a.tail + k, frac: x - k };
@@ -15,9 +15,9 @@ function tailAt(sim: ClusterSim, a: NonNullable<PartitionState['anchor']>, rate:
 export function materialize(sim: ClusterSim, p: PartitionState): void {
   const a = p.anchor;
   if (!a) return;
-  const { tail } = tailAt(sim, a, p.publishRate, sim.now);
+  const { tail } = tailAt(a, p.publishRate, sim.now);
   const t2 = sim.now - sim.config.tickMs;
-  const follower = t2 < a.at ? a.followerBase : tailAt(sim, a, p.publishRate, t2).tail;
+  const follower = t2 < a.at ? a.followerBase : tailAt(a, p.publishRate, t2).tail;
   p.tail = tail;
   p.prevTail = follower;
   p.replicas[p.owner]!.durable = tail;
@@ -45,7 +45,7 @@ export function wake(sim: ClusterSim, p: PartitionState): void {
   const a = p.anchor;
   if (a) {
     materialize(sim, p);
-    p.frac = tailAt(sim, a, p.publishRate, sim.now).frac;
+    p.frac = tailAt(a, p.publishRate, sim.now).frac;
     p.anchor = null;
     sim.dirtyPartitions.add(p);
   }

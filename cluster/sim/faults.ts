@@ -151,7 +151,7 @@ export function joinNode(sim: ClusterSim, id: string, capacity = 1, zone = 'z1')
   const n = sim.addNode(id, capacity, zone);
   sim.generation++;
   sim.emit({ type: 'node_joined', node: id });
-  return nodeView(sim, n, 0);
+  return nodeView(n, 0);
 }
 
 /** Marks a node as draining: add-learner then refuses it with node_draining. */
@@ -217,7 +217,7 @@ export function nodeInUse(sim: ClusterSim, id: string): string[] {
   sim.node(id);
   const uses: string[] = [];
   for (const p of sim.partitions.values()) {
-    const role = roleOf(sim, p, id);
+    const role = roleOf(p, id);
     if (role !== null) uses.push(`${role} of ${p.id}`);
     else if (id in p.replicas || p.history.some((h) => h.node === id)) uses.push(`replica of ${p.id}`);
     if (p.retainedCopies.some((c) => c.node === id)) uses.push(`retained copy of ${p.id}`);

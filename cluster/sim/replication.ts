@@ -69,7 +69,7 @@ function step(sim: ClusterSim, p: PartitionState, dt: number): void {
   for (const n in p.replicas) {
     const r = p.replicas[n]!;
     if (n === p.owner || r.ckpt || !sim.nodes.get(n)!.live) continue;
-    if (isTransfer(sim, p, n, r) && !r.slot) continue;
+    if (isTransfer(p, n, r) && !r.slot) continue;
     if (r.durable < pin) pin = r.durable;
   }
   if (pin > p.logStart) p.logStart = pin;
@@ -81,7 +81,7 @@ function step(sim: ClusterSim, p: PartitionState, dt: number): void {
 }
 
 /** True for a replica catching up through the sync budget: an unadmitted learner or a suspended replica. */
-function isTransfer(sim: ClusterSim, p: PartitionState, node: string, r: ReplicaState): boolean {
+function isTransfer(p: PartitionState, node: string, r: ReplicaState): boolean {
   if (r.slot) return true;
   const h = p.history.find((e) => e.node === node);
   if (!h) return p.learners.includes(node);
@@ -91,7 +91,7 @@ function isTransfer(sim: ClusterSim, p: PartitionState, node: string, r: Replica
 function replicate(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState, target: number, dt: number): void {
   const c = sim.config;
   const node = sim.nodes.get(n)!;
-  const transfer = isTransfer(sim, p, n, r);
+  const transfer = isTransfer(p, n, r);
   const needs = r.ckpt !== null || r.durable < target;
   if (transfer && !r.slot) return;
   if (!node.live || p.stalled.includes(n)) {
@@ -161,7 +161,7 @@ function admit(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState): 
 }
 
 /** The counted copies: the owner plus live, unsuspended followers. Learners and leaving never count. */
-export function countedDurables(sim: ClusterSim, p: PartitionState): number[] {
+function countedDurables(sim: ClusterSim, p: PartitionState): number[] {
   const out = [p.replicas[p.owner]!.durable];
   for (const f of p.followers) {
     if (!sim.nodes.get(f)!.live) continue;
@@ -181,7 +181,7 @@ function updateConfirmed(sim: ClusterSim, p: PartitionState): void {
   if (c > p.confirmedTail) p.confirmedTail = c;
 }
 
-function moveRelevant(sim: ClusterSim, p: PartitionState): boolean {
+function moveRelevant(p: PartitionState): boolean {
   return (
     p.learners.length > 0 ||
     p.leaving !== null ||
@@ -191,8 +191,8 @@ function moveRelevant(sim: ClusterSim, p: PartitionState): boolean {
 }
 
 function progressEvent(sim: ClusterSim, p: PartitionState): void {
-  if (!moveRelevant(sim, p)) return;
-  const replicas = replicaOrder(sim, p).map((n) => {
+  if (!moveRelevant(p)) return;
+  const replicas = replicaOrder(p).map((n) => {
     const r = p.replicas[n]!;
     return {
       node: n,

@@ -2,6 +2,9 @@
  * The reference cluster's simulation core: nodes, queue and stream partitions, replication, learners,
  * guarded writes, recovery and the safety checker. No I/O: the store persists what takeChanges() returns and
  * the server maps HTTP onto these methods. Time is simulated milliseconds and only moves in advance().
+ * ClusterSim holds the state and is the public face; the concepts live next to it: writes.ts (the guarded
+ * writes), replication.ts and sync-budget.ts (catch-up under the sync budget), recovery.ts, anchor.ts (quiet
+ * partitions are not stepped), faults.ts (faults and test controls) and views.ts (reads).
  */
 import {
   writeRequirement,
@@ -61,21 +64,24 @@ export class ClusterSim {
   now: number;
   generation: number;
   checks: number;
-  private lastSeq: number;
-  readonly prng: Prng;
-  injections: Injection[];
-  delayUntil: number;
-  dropCount: number;
-
   /** Test-only: the rules (cluster/sim/mutants.ts) whose check is skipped. In memory only, never persisted. */
   readonly mutants = new Set<MutantName>();
   readonly nodes = new Map<string, NodeState>();
   readonly partitions = new Map<string, PartitionState>();
+
+  private lastSeq: number;
   /** Creation order of the next partition: never reused after a delete, so stepping order survives restarts. */
   private nextOrd = 0;
   private readonly breaches: Breach[] = [];
   private readonly breachKeys = new Set<string>();
+  private outbox: StoredEvent[] = [];
+  private newBreaches: Breach[] = [];
 
+  // The state the concept modules of cluster/sim share (not API for the server or tests).
+  readonly prng: Prng;
+  injections: Injection[];
+  delayUntil: number;
+  dropCount: number;
   /** Partitions that are stepped every tick (not anchored). */
   readonly active = new Set<PartitionState>();
   /** The active set in creation order, rebuilt only when the set changed. */
@@ -85,11 +91,8 @@ export class ClusterSim {
   /** Retained copies in expiry order (retainedUntil only ever grows with now). */
   retainedQueue: { until: number; partition: string }[] = [];
   readonly followBudget = new Map<string, number>();
-
   dirtyNodes = new Set<NodeState>();
   dirtyPartitions = new Set<PartitionState>();
-  private outbox: StoredEvent[] = [];
-  private newBreaches: Breach[] = [];
   readonly sink: BreachSink;
 
   private constructor(meta: SimMeta) {
@@ -199,7 +202,7 @@ export class ClusterSim {
     return this.lastSeq;
   }
 
-  // ------------------------------------------------------------------ setup
+  // ------------------------------------------------------------------ setup (shared with the concept modules)
 
   addNode(id: string, capacity: number, zone: string): NodeState {
     const node: NodeState = {
@@ -299,14 +302,6 @@ export class ClusterSim {
     this.dirtyPartitions.add(p);
   }
 
-  // ------------------------------------------------------------------ steady-state anchoring
-
-
-
-
-
-
-
   // ------------------------------------------------------------------ time
 
   /** Steps the simulation by ms simulated milliseconds, in ticks of config.tickMs. */
@@ -320,73 +315,33 @@ export class ClusterSim {
     }
   }
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-  /** The counted copies: the owner plus live, unsuspended followers. Learners and leaving never count. */
-
-
-
-
-  // ------------------------------------------------------------------ recovery
-
-
-
-
-
-  // ------------------------------------------------------------------ faults and controls
+  // ------------------------------------------------------------------ faults and test controls (faults.ts)
 
   fault(f: Fault): string {
     return faults.fault(this, f);
   }
 
-
-
-
-
-
-
   joinNode(id: string, capacity = 1, zone = 'z1'): Node {
     return faults.joinNode(this, id, capacity, zone);
   }
-
 
   /** Marks a node as draining: add-learner then refuses it with node_draining. */
   setDraining(id: string, draining: boolean): void {
     faults.setDraining(this, id, draining);
   }
 
-
   publish(partitionId: string, count: number): { firstOffset: number; nextOffset: number } {
     return faults.publish(this, partitionId, count);
   }
-
 
   setRate(partitionId: string, publishRate: number): PartitionView {
     return faults.setRate(this, partitionId, publishRate);
   }
 
-
   /** Test control: a new partition on live nodes, owner first; the caller checked the id is new. */
   createPartition(id: string, kind: 'queue' | 'stream', replicas: string[], initialMessages?: number): PartitionView {
     return faults.createPartition(this, id, kind, replicas, initialMessages);
   }
-
 
   /**
    * Test control: forgets a partition entirely (its transfer slots, retained copies and pending injected
@@ -396,42 +351,23 @@ export class ClusterSim {
     faults.deletePartition(this, id);
   }
 
-
   /** Why the node cannot be deleted: every partition that still holds it, and how. Empty: it can be. */
   nodeInUse(id: string): string[] {
     return faults.nodeInUse(this, id);
   }
-
 
   /** Test control: removes a node nothing holds (see nodeInUse; the caller checked). */
   deleteNode(id: string): void {
     faults.deleteNode(this, id);
   }
 
-
-  // ------------------------------------------------------------------ guarded writes
+  // ------------------------------------------------------------------ guarded writes (writes.ts)
 
   write<N extends GuardedWriteName>(partitionId: string, name: N, req: GuardedWriteRequest<N>): WriteReply {
     return writes.write(this, partitionId, name, req);
   }
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-  // ------------------------------------------------------------------ reads
+  // ------------------------------------------------------------------ reads (views.ts)
 
   node(id: string): NodeState {
     const n = this.nodes.get(id);
@@ -453,50 +389,39 @@ export class ClusterSim {
     return this.nodes.has(id);
   }
 
-
   partitionRecord(p: PartitionState): Partition {
-    return views.partitionRecord(this, p);
+    return views.partitionRecord(p);
   }
-
 
   topology(): Topology {
     return views.topology(this);
   }
 
-
   nodesView(): NodesView {
     return views.nodesView(this);
   }
-
-
-
 
   progress(id: string): Progress {
     return views.progress(this, id);
   }
 
-
   partitionView(id: string): PartitionView {
     return views.partitionView(this, id);
   }
 
-
   syncBudget(): SyncBudget {
     return views.syncBudget(this);
   }
-
 
   /** A compact picture of one partition for breach reports. */
   stateOf(p: PartitionState): Record<string, unknown> {
     return views.stateOf(this, p);
   }
 
-
   /** Eligible holders' storage check, shared with the invariant checker. */
   storageOf(node: string): string | undefined {
     return this.nodes.get(node)?.storageInstance;
   }
-
 }
 
 function breachKey(b: Breach): string {

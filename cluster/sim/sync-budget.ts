@@ -5,7 +5,7 @@
 import type { ClusterSim } from './sim';
 import type { PartitionState, ReplicaState } from './types';
 
-function rejoinLimit(sim: ClusterSim, p: PartitionState): number {
+function rejoinLimit(p: PartitionState): number {
   return Math.max(1, p.writeRequirement - 1);
 }
 
@@ -24,7 +24,7 @@ function rejoinsAllowed(sim: ClusterSim, p: PartitionState): number {
   if (sim.mutants.has('rejoin.limit')) return Infinity;
   let rejoining = 0;
   for (const h of p.history) if (h.suspended && p.replicas[h.node]?.slot) rejoining++;
-  return Math.max(0, rejoinLimit(sim, p) - rejoining);
+  return Math.max(0, rejoinLimit(p) - rejoining);
 }
 
 /** Recovery always comes first: a waiting rejoin takes a slot, pausing a rebalancing transfer if it must. */

@@ -2,18 +2,29 @@
  * Reads: topology, nodes, partition records, replication progress, the sync budget and the compact state
  * breach reports carry.
  */
-import { CONTRACT_VERSION, type Node, type NodesView, type Partition, type PartitionView, type Progress, type ReplicaProgress, type ReplicaRole, type SyncBudget, type Topology } from '../contract';
+import {
+  CONTRACT_VERSION,
+  type Node,
+  type NodesView,
+  type Partition,
+  type PartitionView,
+  type Progress,
+  type ReplicaProgress,
+  type ReplicaRole,
+  type SyncBudget,
+  type Topology,
+} from '../contract';
 import type { ClusterSim } from './sim';
 import { materialize } from './anchor';
 import { serving } from './replication';
 import type { NodeState, PartitionState, ReplicaState } from './types';
 
-export function nodeView(sim: ClusterSim, n: NodeState, rate: number): Node {
+export function nodeView(n: NodeState, rate: number): Node {
   const { id, processId, storageInstance, live, capacity, zone, draining } = n;
   return { id, processId, storageInstance, live, capacity, zone, publishRate: rate, deliveryRate: rate, draining };
 }
 
-export function partitionRecord(sim: ClusterSim, p: PartitionState): Partition {
+export function partitionRecord(p: PartitionState): Partition {
   return {
     id: p.id,
     kind: p.kind,
@@ -41,7 +52,7 @@ export function partitionRecord(sim: ClusterSim, p: PartitionState): Partition {
 
 export function topology(sim: ClusterSim): Topology {
   const partitions: Partition[] = [];
-  for (const p of sim.partitions.values()) partitions.push(partitionRecord(sim, p));
+  for (const p of sim.partitions.values()) partitions.push(partitionRecord(p));
   return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions };
 }
 
@@ -53,11 +64,11 @@ export function nodesView(sim: ClusterSim): NodesView {
   return {
     generation: sim.generation,
     now: sim.now,
-    nodes: [...sim.nodes.values()].map((n) => nodeView(sim, n, n.live ? (rates.get(n.id) ?? 0) : 0)),
+    nodes: [...sim.nodes.values()].map((n) => nodeView(n, n.live ? (rates.get(n.id) ?? 0) : 0)),
   };
 }
 
-export function replicaOrder(sim: ClusterSim, p: PartitionState): string[] {
+export function replicaOrder(p: PartitionState): string[] {
   const out = [p.owner, ...p.followers];
   if (p.leaving) out.push(p.leaving);
   out.push(...p.learners);
@@ -76,7 +87,7 @@ export function bytesRemaining(sim: ClusterSim, p: PartitionState, n: string, r:
 export function progress(sim: ClusterSim, id: string): Progress {
   const p = sim.partition(id);
   materialize(sim, p);
-  const replicas: ReplicaProgress[] = replicaOrder(sim, p).map((n) => {
+  const replicas: ReplicaProgress[] = replicaOrder(p).map((n) => {
     const r = p.replicas[n]!;
     const h = p.history.find((e) => e.node === n);
     const node = sim.nodes.get(n)!;
@@ -89,7 +100,7 @@ export function progress(sim: ClusterSim, id: string): Progress {
           : 'caught_up';
     return {
       node: n,
-      role: roleOf(sim, p, n)!,
+      role: roleOf(p, n)!,
       durableOffset: r.durable,
       live: node.live,
       admitted: !!h && h.storageInstance === node.storageInstance,
@@ -117,7 +128,7 @@ export function progress(sim: ClusterSim, id: string): Progress {
 export function partitionView(sim: ClusterSim, id: string): PartitionView {
   // Progress first: it brings an anchored partition's offsets to now.
   const now = progress(sim, id);
-  return { partition: partitionRecord(sim, sim.partition(id)), progress: now };
+  return { partition: partitionRecord(sim.partition(id)), progress: now };
 }
 
 export function syncBudget(sim: ClusterSim): SyncBudget {
@@ -169,7 +180,7 @@ export function stateOf(sim: ClusterSim, p: PartitionState): Record<string, unkn
   };
 }
 
-export function roleOf(sim: ClusterSim, p: PartitionState, n: string): ReplicaRole | null {
+export function roleOf(p: PartitionState, n: string): ReplicaRole | null {
   if (p.owner === n) return 'owner';
   if (p.followers.includes(n)) return 'follower';
   if (p.leaving === n) return 'leaving';

@@ -19,6 +19,7 @@ class Refused {
   ) {}
 }
 
+/** One guarded write: the preconditions, then the change, a new generation and the safety check; a refusal leaves the partition as it was. */
 export function write<N extends GuardedWriteName>(sim: ClusterSim, partitionId: string, name: N, req: GuardedWriteRequest<N>): WriteReply {
   const p = sim.partition(partitionId);
   materialize(sim, p);
@@ -42,7 +43,7 @@ export function write<N extends GuardedWriteName>(sim: ClusterSim, partitionId: 
     checkPartition(sim, p, sim.sink, name);
     wake(sim, p);
     tryAnchor(sim, p);
-    return { ok: true, write: name, partition: partitionRecord(sim, p), boundary };
+    return { ok: true, write: name, partition: partitionRecord(p), boundary };
   } catch (e) {
     if (e instanceof Refused) {
       return { ok: false, write: name, refusal: { code: e.code, message: e.message, saw: e.saw } };
@@ -51,6 +52,7 @@ export function write<N extends GuardedWriteName>(sim: ClusterSim, partitionId: 
   }
 }
 
+/** The preconditions every write shares (note, steps 0 to 2: no pending recovery, the assignment still the committed one). */
 function apply(sim: ClusterSim, p: PartitionState, name: GuardedWriteName, req: GuardedWriteRequest<GuardedWriteName>): number | null {
   if (!sim.holds('write.queue-only', p.kind === 'queue')) {
     throw new Refused('not_a_queue', `${p.id} is a stream; moves apply to queues only`, { kind: p.kind });
@@ -94,7 +96,7 @@ function apply(sim: ClusterSim, p: PartitionState, name: GuardedWriteName, req: 
     case 'remove-leaving':
       return removeLeaving(sim, p, (req as GuardedWriteRequest<'remove-leaving'>).node);
     case 'promote-learner':
-      return promote(sim, p, (req as GuardedWriteRequest<'promote-learner'>).node);
+      return promoteLearner(sim, p, (req as GuardedWriteRequest<'promote-learner'>).node);
     case 'close-admission':
       return closeAdmission(sim, p);
     case 'commit-owner': {
@@ -106,43 +108,7 @@ function apply(sim: ClusterSim, p: PartitionState, name: GuardedWriteName, req: 
   }
 }
 
-/** The mutant lets a follower through, never the owner, the leaving replica or a node holding no replica. */
-function requireLearner(sim: ClusterSim, p: PartitionState, n: string, rule: MutantName): ReplicaState {
-  const r = p.replicas[n];
-  if (!r || n === p.owner || n === p.leaving || !sim.holds(rule, p.learners.includes(n))) {
-    throw new Refused('not_a_learner', `${n} is not a learner of ${p.id}`, { node: n, learners: p.learners });
-  }
-  return r;
-}
-
-function requireAdmittedCaughtUp(
-  sim: ClusterSim,
-  p: PartitionState,
-  n: string,
-  r: ReplicaState,
-  rules: { admitted: MutantName; caughtUp: MutantName; coverConfirmed: boolean },
-): void {
-  const { coverConfirmed } = rules;
-  const h = p.history.find((e) => e.node === n);
-  if (!sim.holds(rules.admitted, !!h && !h.suspended)) {
-    throw new Refused('not_admitted', `${n} is not (yet) admitted to the accepted history of ${p.id}`, {
-      node: n,
-      suspended: h?.suspended ?? false,
-    });
-  }
-  const slack = sim.config.catchUpSlack;
-  const behind = p.tail - r.durable > slack;
-  if (!sim.holds(rules.caughtUp, !behind && !(coverConfirmed && r.durable < p.confirmedTail))) {
-    throw new Refused(
-      'not_caught_up',
-      coverConfirmed
-        ? `${n} must be durable at the confirmed tail ${p.confirmedTail} and within ${slack} of the tail ${p.tail}; it is at ${r.durable}`
-        : `${n} is durable at ${r.durable}, more than ${slack} messages behind the tail ${p.tail}`,
-      { node: n, durableOffset: r.durable, tail: p.tail, confirmedTail: p.confirmedTail, slack },
-    );
-  }
-}
-
+/** Step 0: T joins as a learner, which never counts toward confirms nor changes W; T must be a registered, live process with room in the sync budget. */
 function addLearner(sim: ClusterSim, p: PartitionState, n: string): null {
   const node = sim.nodes.get(n);
   if (!sim.holds('add-learner.known-node', !!node)) throw new Refused('unknown_node', `no node ${n} is registered`, { node: n });
@@ -150,7 +116,7 @@ function addLearner(sim: ClusterSim, p: PartitionState, n: string): null {
   if (!sim.holds('add-learner.not-draining', node?.draining !== true)) {
     throw new Refused('node_draining', `${n} is draining`, { node: n, draining: true });
   }
-  const role = roleOf(sim, p, n);
+  const role = roleOf(p, n);
   if (!sim.holds('add-learner.not-a-replica', role === null)) {
     throw new Refused('already_a_replica', `${n} is already the ${role} of ${p.id}`, { node: n, role });
   }
@@ -182,40 +148,13 @@ function addLearner(sim: ClusterSim, p: PartitionState, n: string): null {
   return null;
 }
 
-function retain(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState): void {
-  const node = sim.nodes.get(n)!;
-  p.retainedCopies = p.retainedCopies.filter((c) => c.node !== n);
-  const until = sim.now + sim.config.retainGraceMs;
-  p.retainedCopies.push({
-    node: n,
-    durableOffset: r.durable,
-    removedAt: sim.now,
-    retainedUntil: until,
-    safeOffset: Math.min(r.durable, p.confirmedTail),
-    storageInstance: node.storageInstance,
-  });
-  sim.retainedQueue.push({ until, partition: p.id });
-  releaseSlot(sim, n, r);
-  delete p.replicas[n];
-}
-
+/** Aborts: "if T fails before step 1, drop the learner"; nothing about the confirm contract changed, its data stays as a retained copy. */
 function dropLearner(sim: ClusterSim, p: PartitionState, n: string): null {
   removeReplica(sim, p, n, requireLearner(sim, p, n, 'drop-learner.is-learner'));
   return null;
 }
 
-/** Takes n out of every role and the eligible set, keeping its data as a retained copy. */
-function removeReplica(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState): void {
-  p.learners = p.learners.filter((x) => x !== n);
-  p.followers = p.followers.filter((x) => x !== n);
-  p.history = p.history.filter((h) => h.node !== n);
-  if (p.leaving === n) {
-    p.leaving = null;
-    p.boundary = null;
-  }
-  retain(sim, p, n, r);
-}
-
+/** Step 1: T, admitted and caught up close to the tail, starts counting in R's place; R is leaving, B is the confirmed tail at the switch. */
 function swap(sim: ClusterSim, p: PartitionState, learner: string, leaving: string): number {
   const r = requireLearner(sim, p, learner, 'swap.is-learner');
   // A failed target never starts to count ("if T fails before step 1, drop the learner").
@@ -240,6 +179,7 @@ function swap(sim: ClusterSim, p: PartitionState, learner: string, leaving: stri
   return p.confirmedTail;
 }
 
+/** Step 2: R leaves the assignment and the eligible set once T is durable at or beyond B, with no other admission in flight. */
 function removeLeaving(sim: ClusterSim, p: PartitionState, n: string): null {
   const removed = p.replicas[n];
   if (!removed || n === p.owner || !sim.holds('remove-leaving.is-leaving', p.leaving === n) || !p.boundary) {
@@ -292,7 +232,8 @@ function removeLeaving(sim: ClusterSim, p: PartitionState, n: string): null {
   return null;
 }
 
-function promote(sim: ClusterSim, p: PartitionState, n: string): null {
+/** Replication factor increase (step 0, then promotion, no removal): the only write that changes W; confirms below it keep the old W. */
+function promoteLearner(sim: ClusterSim, p: PartitionState, n: string): null {
   const r = requireLearner(sim, p, n, 'promote-learner.is-learner');
   requireAdmittedCaughtUp(sim, p, n, r, {
     admitted: 'promote-learner.learner-admitted',
@@ -312,6 +253,7 @@ function promote(sim: ClusterSim, p: PartitionState, n: string): null {
   return null;
 }
 
+/** Owner handoff: at a quiet point the owner stops admitting work and reports its final boundary; W, counted copies and the eligible set stay. */
 function closeAdmission(sim: ClusterSim, p: PartitionState): number {
   if (!sim.holds('close-admission.owner-live', sim.nodes.get(p.owner)!.live)) {
     throw new Refused('node_down', `owner ${p.owner} is down`, { node: p.owner });
@@ -325,6 +267,7 @@ function closeAdmission(sim: ClusterSim, p: PartitionState): number {
   return p.tail;
 }
 
+/** Owner handoff: a live, counted follower becomes owner at epoch + 1 with a certificate once every counted copy holds the final boundary. */
 function commitOwner(sim: ClusterSim, p: PartitionState, newOwner: string, cert: { finalBoundary: number; epoch: number }): null {
   if (!sim.holds('commit-owner.admission-closed', p.admission === 'closed' && p.finalBoundary !== null)) {
     throw new Refused('admission_open', `${p.id} has admission open; close it first`, { admission: p.admission });
@@ -366,11 +309,7 @@ function commitOwner(sim: ClusterSim, p: PartitionState, newOwner: string, cert:
   return null;
 }
 
-function countsNow(sim: ClusterSim, p: PartitionState, n: string): boolean {
-  const h = p.history.find((e) => e.node === n);
-  return !!h && !h.suspended && sim.nodes.get(n)!.live;
-}
-
+/** Owner handoff: a failure before the commit cancels the handoff and the owner reopens admission. */
 function reopenAdmission(sim: ClusterSim, p: PartitionState): null {
   if (!sim.holds('reopen-admission.admission-closed', p.admission === 'closed')) {
     throw new Refused('admission_open', `${p.id} already has admission open`, { admission: 'open' });
@@ -379,4 +318,75 @@ function reopenAdmission(sim: ClusterSim, p: PartitionState): null {
   p.finalBoundary = null;
   sim.emit({ type: 'admission_reopened', partition: p.id });
   return null;
+}
+
+/** The mutant lets a follower through, never the owner, the leaving replica or a node holding no replica. */
+function requireLearner(sim: ClusterSim, p: PartitionState, n: string, rule: MutantName): ReplicaState {
+  const r = p.replicas[n];
+  if (!r || n === p.owner || n === p.leaving || !sim.holds(rule, p.learners.includes(n))) {
+    throw new Refused('not_a_learner', `${n} is not a learner of ${p.id}`, { node: n, learners: p.learners });
+  }
+  return r;
+}
+
+function requireAdmittedCaughtUp(
+  sim: ClusterSim,
+  p: PartitionState,
+  n: string,
+  r: ReplicaState,
+  rules: { admitted: MutantName; caughtUp: MutantName; coverConfirmed: boolean },
+): void {
+  const { coverConfirmed } = rules;
+  const h = p.history.find((e) => e.node === n);
+  if (!sim.holds(rules.admitted, !!h && !h.suspended)) {
+    throw new Refused('not_admitted', `${n} is not (yet) admitted to the accepted history of ${p.id}`, {
+      node: n,
+      suspended: h?.suspended ?? false,
+    });
+  }
+  const slack = sim.config.catchUpSlack;
+  const behind = p.tail - r.durable > slack;
+  if (!sim.holds(rules.caughtUp, !behind && !(coverConfirmed && r.durable < p.confirmedTail))) {
+    throw new Refused(
+      'not_caught_up',
+      coverConfirmed
+        ? `${n} must be durable at the confirmed tail ${p.confirmedTail} and within ${slack} of the tail ${p.tail}; it is at ${r.durable}`
+        : `${n} is durable at ${r.durable}, more than ${slack} messages behind the tail ${p.tail}`,
+      { node: n, durableOffset: r.durable, tail: p.tail, confirmedTail: p.confirmedTail, slack },
+    );
+  }
+}
+
+function countsNow(sim: ClusterSim, p: PartitionState, n: string): boolean {
+  const h = p.history.find((e) => e.node === n);
+  return !!h && !h.suspended && sim.nodes.get(n)!.live;
+}
+
+/** Takes n out of every role and the eligible set, keeping its data as a retained copy. */
+function removeReplica(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState): void {
+  p.learners = p.learners.filter((x) => x !== n);
+  p.followers = p.followers.filter((x) => x !== n);
+  p.history = p.history.filter((h) => h.node !== n);
+  if (p.leaving === n) {
+    p.leaving = null;
+    p.boundary = null;
+  }
+  retain(sim, p, n, r);
+}
+
+function retain(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState): void {
+  const node = sim.nodes.get(n)!;
+  p.retainedCopies = p.retainedCopies.filter((c) => c.node !== n);
+  const until = sim.now + sim.config.retainGraceMs;
+  p.retainedCopies.push({
+    node: n,
+    durableOffset: r.durable,
+    removedAt: sim.now,
+    retainedUntil: until,
+    safeOffset: Math.min(r.durable, p.confirmedTail),
+    storageInstance: node.storageInstance,
+  });
+  sim.retainedQueue.push({ until, partition: p.id });
+  releaseSlot(sim, n, r);
+  delete p.replicas[n];
 }
