@@ -191,3 +191,7 @@ export interface SimChanges {
   events: StoredEvent[];
   breaches: Breach[];
 }
+
+export function newReplica(durable: number): ReplicaState {
+  return { durable, carry: 0, ckpt: null, slot: null, pausedForRecovery: false, stalledSince: null };
+}

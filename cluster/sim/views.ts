@@ -1,0 +1,189 @@
+/**
+ * Reads: topology, nodes, partition records, replication progress, the sync budget and the compact state
+ * breach reports carry.
+ */
+import {
+  CONTRACT_VERSION,
+  type Node,
+  type NodesView,
+  type Partition,
+  type PartitionView,
+  type Progress,
+  type ReplicaProgress,
+  type ReplicaRole,
+  type SyncBudget,
+  type Topology,
+} from '../contract';
+import type { ClusterSim } from './sim';
+import { materialize } from './anchor';
+import { serving } from './replication';
+import type { NodeState, PartitionState, ReplicaState } from './types';
+
+export function nodeView(n: NodeState, rate: number): Node {
+  const { id, processId, storageInstance, live, capacity, zone, draining } = n;
+  return { id, processId, storageInstance, live, capacity, zone, publishRate: rate, deliveryRate: rate, draining };
+}
+
+export function partitionRecord(p: PartitionState): Partition {
+  return {
+    id: p.id,
+    kind: p.kind,
+    owner: p.owner,
+    followers: [...p.followers],
+    learners: [...p.learners],
+    leaving: p.leaving,
+    epoch: p.epoch,
+    generation: p.generation,
+    replicationFactor: p.replicationFactor,
+    durability: p.durability,
+    writeRequirement: p.writeRequirement,
+    history: p.history.map((h) => ({ ...h })),
+    pendingRecovery: p.pendingRecovery ? { ...p.pendingRecovery } : null,
+    admission: p.admission,
+    boundary: p.boundary ? { ...p.boundary } : null,
+    retainedCopies: p.retainedCopies.map(({ node, durableOffset, removedAt, retainedUntil }) => ({
+      node,
+      durableOffset,
+      removedAt,
+      retainedUntil,
+    })),
+  };
+}
+
+export function topology(sim: ClusterSim): Topology {
+  const partitions: Partition[] = [];
+  for (const p of sim.partitions.values()) partitions.push(partitionRecord(p));
+  return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions };
+}
+
+export function nodesView(sim: ClusterSim): NodesView {
+  const rates = new Map<string, number>();
+  for (const p of sim.partitions.values()) {
+    if (serving(sim, p)) rates.set(p.owner, (rates.get(p.owner) ?? 0) + p.publishRate);
+  }
+  return {
+    generation: sim.generation,
+    now: sim.now,
+    nodes: [...sim.nodes.values()].map((n) => nodeView(n, n.live ? (rates.get(n.id) ?? 0) : 0)),
+  };
+}
+
+export function replicaOrder(p: PartitionState): string[] {
+  const out = [p.owner, ...p.followers];
+  if (p.leaving) out.push(p.leaving);
+  out.push(...p.learners);
+  return out;
+}
+
+export function bytesRemaining(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaState): number {
+  if (n === p.owner) return 0;
+  const ckpt = r.ckpt ? r.ckpt.totalBytes - r.ckpt.doneBytes : 0;
+  const from = r.ckpt ? r.ckpt.offset : r.durable;
+  const msgs = Math.max(0, p.tail - from);
+  if (!r.ckpt && msgs <= sim.config.catchUpSlack) return 0;
+  return Math.ceil(ckpt + msgs * sim.config.messageBytes);
+}
+
+export function progress(sim: ClusterSim, id: string): Progress {
+  const p = sim.partition(id);
+  materialize(sim, p);
+  const replicas: ReplicaProgress[] = replicaOrder(p).map((n) => {
+    const r = p.replicas[n]!;
+    const h = p.history.find((e) => e.node === n);
+    const node = sim.nodes.get(n)!;
+    const bytes = bytesRemaining(sim, p, n, r);
+    const phase =
+      r.ckpt || (n !== p.owner && r.durable < p.logStart)
+        ? 'checkpoint'
+        : p.tail - r.durable > sim.config.catchUpSlack
+          ? 'tail'
+          : 'caught_up';
+    return {
+      node: n,
+      role: roleOf(p, n)!,
+      durableOffset: r.durable,
+      live: node.live,
+      admitted: !!h && h.storageInstance === node.storageInstance,
+      suspended: h?.suspended ?? false,
+      bytesRemaining: bytes,
+      phase,
+      stalledSince: r.stalledSince,
+      pausedForRecovery: r.pausedForRecovery,
+    };
+  });
+  return {
+    partition: p.id,
+    generation: p.generation,
+    epoch: p.epoch,
+    now: sim.now,
+    tail: p.tail,
+    confirmedTail: p.confirmedTail,
+    logStart: p.logStart,
+    messageBytes: sim.config.messageBytes,
+    boundary: p.boundary?.offset ?? null,
+    replicas,
+  };
+}
+
+export function partitionView(sim: ClusterSim, id: string): PartitionView {
+  // Progress first: it brings an anchored partition's offsets to now.
+  const now = progress(sim, id);
+  return { partition: partitionRecord(sim.partition(id)), progress: now };
+}
+
+export function syncBudget(sim: ClusterSim): SyncBudget {
+  const c = sim.config;
+  const transfers: SyncBudget['transfers'] = [];
+  for (const p of sim.active) {
+    for (const n in p.replicas) {
+      const r = p.replicas[n]!;
+      if (!r.slot && !r.pausedForRecovery) continue;
+      transfers.push({
+        partition: p.id,
+        node: n,
+        kind: r.slot === 'recovery' ? 'recovery' : 'rebalance',
+        bytesRemaining: bytesRemaining(sim, p, n, r),
+        pausedForRecovery: r.pausedForRecovery,
+      });
+    }
+  }
+  return {
+    perNodeLimit: c.perNodeLimit,
+    clusterLimit: c.clusterLimit,
+    clusterInUse: sim.clusterInUse,
+    nodes: [...sim.nodes.keys()].map((n) => ({ node: n, inUse: sim.slotsInUse.get(n) ?? 0, limit: c.perNodeLimit })),
+    transfers,
+  };
+}
+
+/** A compact picture of one partition for breach reports. */
+export function stateOf(sim: ClusterSim, p: PartitionState): Record<string, unknown> {
+  const durables: Record<string, number> = {};
+  for (const n in p.replicas) durables[n] = p.replicas[n]!.durable;
+  return {
+    owner: p.owner,
+    followers: p.followers,
+    learners: p.learners,
+    leaving: p.leaving,
+    epoch: p.epoch,
+    generation: p.generation,
+    writeRequirement: p.writeRequirement,
+    history: p.history.map((h) => `${h.node}${h.suspended ? '(suspended)' : ''}`),
+    eligible: p.history.filter((h) => sim.nodes.get(h.node)!.storageInstance === h.storageInstance).map((h) => h.node),
+    durables,
+    tail: p.tail,
+    confirmedTail: p.confirmedTail,
+    segments: p.segments,
+    lostCopies: p.lostCopies,
+    boundary: p.boundary,
+    pendingRecovery: p.pendingRecovery,
+  };
+}
+
+export function roleOf(p: PartitionState, n: string): ReplicaRole | null {
+  if (p.owner === n) return 'owner';
+  if (p.followers.includes(n)) return 'follower';
+  if (p.leaving === n) return 'leaving';
+  if (p.learners.includes(n)) return 'learner';
+  return null;
+}
