@@ -94,8 +94,8 @@ export async function pickMove(cluster: ClusterClient, partition: string): Promi
 }
 
 /** Check a finished workflow's history replays under the current workflow code; optionally keep it as a fixture. */
-export async function replayAndKeep(client: Client, workflowId: string, fixtureName: string): Promise<void> {
-  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+export async function replayAndKeep(client: Client, workflowId: string, fixtureName: string, runId?: string): Promise<void> {
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH, replayName: fixtureName }, history);
   if (process.env.SAVE_HISTORIES === '1') {
     const dir = path.resolve(import.meta.dirname, '../fixtures/histories');

@@ -13,7 +13,7 @@ import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definiti
 import type { progressRelay } from '../../workflows/relay';
 import { PhaseKey } from '../../workflows/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
-import { connectClient, eventually, temporalAddress } from './helpers';
+import { connectClient, eventually, replayAndKeep, temporalAddress } from './helpers';
 
 const stream: PartitionView = {
   partition: {
@@ -149,6 +149,8 @@ describe('the progress relay workflow on a real Temporal dev server', () => {
       const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
       const input = defaultPayloadConverter.fromPayload<{ cursor: number }>(started.input!.payloads![0]!);
       expect(input.cursor).toBeGreaterThan(0);
+      // The first run, which continued as new, replays under the current code (and is kept as a fixture).
+      await replayAndKeep(client, relay.workflowId, 'relay-continued-as-new', relay.firstExecutionRunId);
       await relay.terminate('test done');
       await sink.terminate('test done');
     } finally {
