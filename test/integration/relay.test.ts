@@ -15,7 +15,7 @@ import type { ClusterEvent } from '../../cluster/contract';
 import { ensureRelay } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { SourceKey, TargetKey } from '../../workflows/search-attributes';
-import { TEST_RELAY_TUNING, connectClient, eventually, logger, startTestCluster, temporalAddress } from './helpers';
+import { TEST_RELAY_TUNING, connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress } from './helpers';
 import { spawnWorker, type Child } from './processes';
 
 // The dev server and its visibility are shared with other test files, whose clusters have at most 6 nodes and
@@ -320,5 +320,7 @@ describe('the progress relay with two worker processes', () => {
     const run = await relayRun();
     expect(run?.lastWorkerIdentity).toMatch(new RegExp(`^${survivor.process.pid}@`));
     expect(run?.attempt).toBeGreaterThan(1);
+    // The relay's history across the kill (activity retried on the survivor) replays and is kept as a fixture.
+    await replayAndKeep(client, relayId, 'relay-worker-killed');
   });
 });
