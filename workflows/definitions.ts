@@ -18,6 +18,70 @@ export interface FollowerMoveRequest {
   timing?: Partial<MoveTiming>;
 }
 
+/**
+ * The reconfigurations of one partition, each its own workflow type (workflow id `reconfigure-<partition>`,
+ * so at most one runs per partition) and the value of the `RebalanceKind` search attribute.
+ */
+export type ReconfigurationKind = 'follower-move' | 'owner-handoff' | 'owner-move' | 'grow' | 'replace';
+
+/** Planned owner handoff from the owner A to D, an admitted, caught-up follower. */
+export interface HandoffRequest {
+  partition: string;
+  /** A: the owner as the requester saw it; the handoff ends if another node owns the partition. */
+  from: string;
+  /** D: the follower that becomes owner. */
+  to: string;
+  origin: MoveOrigin;
+  quietPoint?: Partial<QuietPoint>;
+  timing?: Partial<MoveTiming>;
+}
+
+/** When to close admission: the partition is quiet when few messages are in flight (tail - confirmed tail). */
+export interface QuietPoint {
+  /** Quiet when at most this many messages are published but not yet confirmed. */
+  maxInFlight: number;
+  /** Wait at most this long for a quiet point (the bound), then close admission anyway. */
+  maxWaitMs: number;
+}
+
+/** Owner move onto T, not yet a replica: a follower move of `via` to T, then a handoff from A to T. */
+export interface OwnerMoveRequest {
+  partition: string;
+  /** A: the owner. */
+  from: string;
+  /** T: the node that becomes owner. */
+  to: string;
+  /** The follower whose copy moves to T first; the workflow picks one when absent (and says which). */
+  via?: string;
+  origin: MoveOrigin;
+  quietPoint?: Partial<QuietPoint>;
+  timing?: Partial<MoveTiming>;
+}
+
+/** Replication-factor increase: step 0 on T, then promote T and raise the replication factor together. */
+export interface GrowRequest {
+  partition: string;
+  to: string;
+  origin: MoveOrigin;
+  timing?: Partial<MoveTiming>;
+}
+
+/** Lost follower L replaced by T: step 0 on T, swap, then remove L once T covers the boundary. */
+export interface ReplaceRequest {
+  partition: string;
+  lost: string;
+  with: string;
+  origin: MoveOrigin;
+  timing?: Partial<MoveTiming>;
+}
+
+export type ReconfigurationRequest =
+  | ({ kind: 'follower-move' } & FollowerMoveRequest)
+  | ({ kind: 'owner-handoff' } & HandoffRequest)
+  | ({ kind: 'owner-move' } & OwnerMoveRequest)
+  | ({ kind: 'grow' } & GrowRequest)
+  | ({ kind: 'replace' } & ReplaceRequest);
+
 export interface MoveTiming {
   /** No learner progress for this long: the blocking reason says stalled. */
   stallReportMs: number;
@@ -39,21 +103,47 @@ export type MovePhase =
   | 'swapping'
   | 'covering_boundary'
   | 'removing'
+  | 'promoting'
+  | 'waiting_for_quiet_point'
+  | 'closing_admission'
+  | 'waiting_for_final_boundary'
+  | 'committing_owner'
+  | 'reopening_admission'
   | 'waiting_for_recovery'
   | 'cleaning_up'
   | 'completed'
   | 'cancelled'
   | 'aborted';
 
+/**
+ * How a reconfiguration ended. The workflow types built on the step library (not the original followerMove)
+ * also end in the matching Temporal status: completed returns the outcome; cancelled throws a CancelledFailure
+ * whose details[0] is the outcome (Canceled); aborted throws ApplicationFailure.nonRetryable(reason, code,
+ * outcome) (Failed, typed by the code). Clients read the outcome from either.
+ */
 export type MoveOutcome =
-  | { status: 'completed'; partition: string; from: string; to: string; boundary: number; epoch: number }
-  | { status: 'cancelled'; partition: string; reason: string }
-  | { status: 'aborted'; partition: string; code: string; reason: string };
+  | {
+      status: 'completed';
+      kind?: ReconfigurationKind;
+      partition: string;
+      /** The node that gave up the copy (or the owner role); null for a replication-factor increase. */
+      from: string | null;
+      to: string;
+      /** Switch boundary B of a swap; null when the operation had no swap. */
+      boundary: number | null;
+      epoch: number;
+      /** Owner handoff: the final boundary and how long admission stayed closed. */
+      finalBoundary?: number;
+      admissionClosedMs?: number;
+    }
+  | { status: 'cancelled'; kind?: ReconfigurationKind; partition: string; reason: string }
+  | { status: 'aborted'; kind?: ReconfigurationKind; partition: string; code: string; reason: string };
 
 export interface MoveStatus {
-  kind: 'follower-move';
+  kind: ReconfigurationKind;
   partition: string;
-  from: string;
+  /** The node giving up a copy or the owner role; null for a replication-factor increase. */
+  from: string | null;
   to: string;
   origin: MoveOrigin;
   phase: MovePhase;
@@ -70,6 +160,13 @@ export interface MoveStatus {
   /** How often a step was tried again after a passing refusal or a recovery. */
   retries: number;
   outcome: MoveOutcome | null;
+  /** Owner handoff: the final boundary once admission closed. */
+  finalBoundary?: number | null;
+  /** Owner handoff: how long admission has been closed (so far, or in all once reopened). */
+  admissionClosedMs?: number | null;
+  /** Owner move: the follower whose copy moves to T, and which stage runs now. */
+  via?: string | null;
+  stage?: 'follower_move' | 'handoff' | null;
 }
 
 /** Durable progress of the partition's replicas; the workflow keeps the maximum it has seen. */

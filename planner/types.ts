@@ -1,0 +1,92 @@
+/**
+ * What the planner reads and what it proposes: the shared vocabulary of planner/ (pure code), the rebalancer
+ * workflow, drain, `rebalancer plan` and the admin API. Pure types, safe in the workflow sandbox.
+ */
+import type { Topology } from '../cluster/contract';
+
+/** Weights of the note's score dimensions; each dimension is divided by the node's capacity first. */
+export interface ScoreWeights {
+  owned: number;
+  followed: number;
+  history: number;
+  traffic: number;
+  sync: number;
+}
+
+export interface PlannerConfig {
+  weights: ScoreWeights;
+  /** k of the history weight h / (h + k), in bytes. */
+  historyHalfBytes: number;
+  /** Shed only above mean + threshold, only toward nodes below mean - threshold (score units). */
+  threshold: number;
+  /** A move must lower the spread by at least this much (score units). */
+  minImprovement: number;
+  /** Hard limits on concurrent transfers (moves in flight), separate from the score. */
+  maxTransfersPerNode: number;
+  maxTransfersPerCluster: number;
+  /** A node that just received or gave a copy, or a partition just moved, is left alone this long. */
+  nodeCooldownMs: number;
+  partitionCooldownMs: number;
+}
+
+/** A reconfiguration in flight, counted by its influence: bytes still to copy, load arriving at `to` and leaving `from`. */
+export interface InFlightMove {
+  partition: string;
+  op: ProposalOp;
+  from: string | null;
+  to: string;
+  bytesRemaining: number;
+}
+
+export interface PlanInput {
+  topology: Topology;
+  inFlight: InFlightMove[];
+  /** Epoch ms until which each node / partition is cooling down (absent: not cooling down). */
+  cooldowns: { nodes: Record<string, number>; partitions: Record<string, number> };
+  /** Planner clock, epoch ms (the workflow's or the caller's). */
+  now: number;
+  /** Nodes being drained: every copy leaves them, owners first by handoff. */
+  draining?: string[];
+}
+
+export type ProposalOp = 'follower_move' | 'owner_handoff';
+
+export interface Proposal {
+  op: ProposalOp;
+  partition: string;
+  from: string;
+  to: string;
+  /** Bytes the move copies (after a retained copy's durable offset when the target holds one). */
+  bytes: number;
+  /** Why, in words: which node sheds, which receives, the scores and the spread it improves. */
+  reason: string;
+}
+
+/** Per-node score vector, each dimension already divided by capacity, and its weighted total. */
+export interface NodeScore {
+  node: string;
+  zone: string;
+  capacity: number;
+  live: boolean;
+  draining: boolean;
+  owned: number;
+  followed: number;
+  history: number;
+  traffic: number;
+  sync: number;
+  total: number;
+}
+
+export interface Plan {
+  planningMs: number;
+  steps: Proposal[];
+  /** Largest |score - mean| before and after the steps. */
+  spreadBefore: number;
+  spreadAfter: number;
+  mean: number;
+  threshold: number;
+  /** Time to carry the steps out under the per-node and cluster transfer limits, at the nodes' sync rate. */
+  predictedMs: number;
+  /** Why the planner proposes nothing now, when it proposes nothing (recovery pending, within threshold, ...). */
+  idleReason: string | null;
+}
