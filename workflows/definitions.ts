@@ -218,3 +218,29 @@ export const cancelUpdate = defineUpdate<{ accepted: true; phase: MovePhase }, [
 export function reconfigurationWorkflowId(partition: string): string {
   return `reconfigure-${partition}`;
 }
+
+/**
+ * A change of the cluster the rebalancer and drains react to, sent by the progress relay from the broker's
+ * event feed (node_joined, node_up, node_down, a node's draining mark, a recovery opened or activated anywhere).
+ */
+export interface TopologySignal {
+  event: 'node_joined' | 'node_up' | 'node_down' | 'node_draining' | 'recovery_opened' | 'recovery_activated';
+  node?: string;
+  partition?: string;
+  /** Feed sequence: a signal older than one already seen is stale. */
+  seq: number;
+}
+export const topologySignal = defineSignal<[TopologySignal]>('topology');
+
+/**
+ * The one rebalancer per broker and task queue; `scope` is the same hash of broker URL and task queue that names
+ * the progress relay (`progress-relay-<scope>`).
+ */
+export function rebalancerWorkflowId(scope: string): string {
+  return `rebalancer-${scope}`;
+}
+
+/** One drain per node. */
+export function drainWorkflowId(node: string): string {
+  return `drain-${node}`;
+}
