@@ -12,7 +12,7 @@ import { createRelayActivities } from '../../activities/relay';
 import type { ClusterEvent, Node, PartitionView } from '../../cluster/contract';
 import { cancelUpdate, reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import type { progressRelay } from '../../workflows/relay';
-import { PhaseKey } from '../../workflows/search-attributes';
+import { KindKey, PhaseKey } from '../../workflows/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { connectClient, eventually, outcomeOf, replayAndKeep, temporalAddress } from './helpers';
 
@@ -58,28 +58,37 @@ describe('workflow plumbing on a real Temporal dev server', () => {
     await running;
   });
 
-  it('refuses to move a stream partition without writing, and says why', async () => {
+  it('refuses to move a stream partition without writing, says why, and ends Failed typed by the code', async () => {
     const client = await connectClient();
-    const handle = await client.workflow.start('followerMove', {
+    const handle = await client.workflow.start('followerMoveV2', {
       taskQueue,
       workflowId: `plumbing-${Date.now()}`,
       args: [{ partition: 's-0', from: 'n2', to: 'n4', origin: 'operator' }],
-      typedSearchAttributes: [{ key: PhaseKey, value: 'validating' }],
+      typedSearchAttributes: [{ key: PhaseKey, value: 'validating' }, { key: KindKey, value: 'follower-move' }],
     });
-    const outcome = await handle.result();
-    expect(outcome).toMatchObject({ status: 'aborted', code: 'not_a_queue' });
+    const err = await handle.result().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe('not_a_queue');
+    expect((cause as ApplicationFailure).nonRetryable).toBe(true);
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', kind: 'follower-move', code: 'not_a_queue' });
     expect(writes).toEqual([]);
     const status = await handle.query(statusQuery);
     expect(status.phase).toBe('aborted');
     const description = await handle.describe();
+    expect(description.status.name).toBe('FAILED');
     expect(description.typedSearchAttributes.get(PhaseKey)).toBe('aborted');
+    expect(await currentDetails(handle)).toBe('');
     const history = await handle.fetchHistory();
-    // One read (a local activity, recorded as a marker; patch markers aside) and no write.
+    // One read (a local activity, recorded as a marker) and no write.
     const markers = history.events?.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity') ?? [];
     expect(markers).toHaveLength(1);
     expect(history.events?.filter((e) => e.activityTaskScheduledEventAttributes) ?? []).toHaveLength(0);
   });
 });
+
+const currentDetails = async (handle: WorkflowHandle) => (await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
 
 describe('how a move built on the steps ends, on a real Temporal dev server', () => {
   const taskQueue = `plumbing-ends-${process.pid}`;
@@ -99,7 +108,7 @@ describe('how a move built on the steps ends, on a real Temporal dev server', ()
       workflowsPath: WORKFLOWS_PATH,
       activities: createActivities({
         cluster: {
-          partition: async (id) => (id === 's-0' ? stream : { ...queue, partition: { ...queue.partition, learners } }),
+          partition: async () => ({ ...queue, partition: { ...queue.partition, learners } }),
           nodes: async () => ({ generation: 1, now: 0, nodes }),
           // The learner is added and dropped; it never catches up, so the move waits until cancelled.
           write: async (_p, write, request) => {
@@ -124,21 +133,6 @@ describe('how a move built on the steps ends, on a real Temporal dev server', ()
       args: [{ partition, from: 'n2', to: 'n4', origin: 'operator' }],
     });
   }
-  const currentDetails = async (handle: WorkflowHandle) => (await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
-
-  it('an aborted move ends Failed, typed by its code, with the outcome as details and no current details left', async () => {
-    const handle = await startMove('s-0');
-    const err = await handle.result().catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(WorkflowFailedError);
-    const cause = (err as WorkflowFailedError).cause;
-    expect(cause).toBeInstanceOf(ApplicationFailure);
-    expect((cause as ApplicationFailure).type).toBe('not_a_queue');
-    expect((cause as ApplicationFailure).nonRetryable).toBe(true);
-    expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', kind: 'follower-move', code: 'not_a_queue' });
-    expect((await handle.describe()).status.name).toBe('FAILED');
-    expect(await currentDetails(handle)).toBe('');
-  });
-
   it('a Temporal cancel before the swap drops the learner and ends Canceled, the outcome in the memo', async () => {
     const handle = await startMove('q-plumb');
     await eventually('the learner added', async () => ((await handle.query(statusQuery)).phase === 'catching_up' ? true : undefined));
@@ -192,7 +186,7 @@ describe('the progress relay workflow on a real Temporal dev server', () => {
     let producer: NodeJS.Timeout | undefined;
     try {
       // Stands in for the partition's move: nobody polls its task queue, it only collects signals.
-      const sink = await client.workflow.start('followerMove', {
+      const sink = await client.workflow.start('followerMoveV2', {
         taskQueue: `${taskQueue}-nobody-polls`,
         workflowId: reconfigurationWorkflowId(partition),
         args: [{ partition, from: 'n1', to: 'n2', origin: 'operator' }],
