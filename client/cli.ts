@@ -47,7 +47,7 @@ export function buildCli(io: Io, result = { exitCode: EXIT.done as number }): Co
 /** Runs the CLI; returns the exit status instead of exiting, so tests can call it. */
 export async function runCli(
   argv: string[],
-  io: Io = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), isTTY: process.stdout.isTTY },
+  io: Io = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), terminal: process.stdout.isTTY ? process.stdout : undefined },
 ): Promise<number> {
   const result = { exitCode: EXIT.done as number };
   const program = buildCli(io, result);

@@ -15,7 +15,7 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
-import type { Partition } from '../cluster/contract';
+import type { Partition, Topology } from '../cluster/contract';
 import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
 import { checkFollowerMove } from '../workflows/follower-move-rules';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
@@ -85,6 +85,18 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw await alreadyRunning(ctx.client, partition, workflowId);
     throw err;
   }
+}
+
+/** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
+export function exampleMove(topology: Topology): string | null {
+  for (const p of topology.partitions) {
+    if (inFlight(p)) continue;
+    for (const from of p.followers) {
+      const to = topology.nodes.find((n) => checkFollowerMove(p, topology.nodes, from, n.id).ok);
+      if (to) return `rebalancer move ${p.id} --from ${from} --to ${to.id} --wait`;
+    }
+  }
+  return null;
 }
 
 /**

@@ -23,8 +23,10 @@ export class Unreachable extends Error {
 export interface Io {
   out: (text: string) => void;
   err: (text: string) => void;
-  /** stdout is a terminal: live views redraw in place instead of printing lines. */
-  isTTY?: boolean;
+  /** stdout when it is a terminal: live views redraw on it in place instead of printing lines. */
+  terminal?: NodeJS.WriteStream;
+  /** Ends a live view; without it, Ctrl-C (SIGINT) does. */
+  signal?: AbortSignal;
 }
 
 export type Connected = Awaited<ReturnType<typeof connect>>;

@@ -1,6 +1,13 @@
 import type { Command } from 'commander';
+import type { MoveStatus } from '../../workflows/definitions';
 import { cancelMove } from '../moves';
 import { defineCommand, parseId, print, recordAction, withConnection, type CommandDeps } from '../output';
+
+/** What an accepted cancel undoes: a handoff reopens admission on the owner; every other kind drops its learner. */
+function undone(s: MoveStatus): string {
+  const handoff = s.kind === 'owner-handoff' || (s.kind === 'owner-move' && s.stage === 'handoff');
+  return handoff ? `admission reopens on the owner ${s.from}` : `the learner ${s.to} will be dropped`;
+}
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'cancel', {
@@ -14,7 +21,7 @@ export function register(program: Command, deps: CommandDeps): void {
       const reason = recordAction({ command: 'cancel', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const s = await cancelMove(ctx.client, partition, reason);
-        print(deps.io, opts.json, s, () => `cancel accepted for ${partition}: the learner ${s.to} will be dropped`);
+        print(deps.io, opts.json, s, () => `cancel accepted for ${partition} (${s.kind}): ${undone(s)}`);
       });
     });
 }

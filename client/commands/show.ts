@@ -2,12 +2,12 @@ import type { Command } from 'commander';
 import type { MoveStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
 import { showMove } from '../moves';
-import { defineCommand, moveLabel, outcomeLine, parseId, withConnection, type CommandDeps } from '../output';
+import { defineCommand, outcomeLine, parseId, withConnection, type CommandDeps } from '../output';
 
 function describe(s: MoveStatus): string {
   return [
     `partition:      ${s.partition}`,
-    `move:           ${s.kind} ${moveLabel(s.from, s.to)} (${s.origin})`,
+    `move:           ${s.kind} ${s.from ? `${s.from} -> ${s.to}` : `+${s.to}`} (${s.origin})`,
     `phase:          ${s.phase}`,
     `bytes remaining: ${formatBytes(s.bytesRemaining)}`,
     `boundary B:     ${s.boundary ?? '-'}`,
@@ -15,6 +15,9 @@ function describe(s: MoveStatus): string {
     `epoch:          ${s.epoch ?? '-'}`,
     `retries:        ${s.retries}`,
     `blocked on:     ${s.blockingReason ?? '-'}`,
+    ...(s.via ? [`via:            ${s.via}${s.stage ? ` (stage ${s.stage})` : ''}`] : []),
+    ...(s.finalBoundary != null ? [`final boundary: ${s.finalBoundary}`] : []),
+    ...(s.admissionClosedMs != null ? [`admission closed: ${s.admissionClosedMs} ms`] : []),
     ...(s.outcome ? [`outcome:        ${outcomeLine(s.outcome)}`] : []),
   ].join('\n');
 }
