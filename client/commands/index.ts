@@ -16,10 +16,11 @@
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as cancel from './cancel';
+import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
 import * as show from './show';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, moves, show, cancel];
+export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel];
