@@ -5,6 +5,7 @@
  */
 import {
   WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
   WorkflowIdConflictPolicy,
   WorkflowNotFoundError,
   WorkflowIdReusePolicy,
@@ -12,9 +13,10 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
-import type { Partition } from '../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus } from '../workflows/definitions';
+import type { Partition, Topology } from '../cluster/contract';
+import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
 import { checkFollowerMove } from '../workflows/follower-move-rules';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
 import type { followerMoveV2 } from '../workflows/follower-move-v2';
@@ -85,6 +87,18 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
   }
 }
 
+/** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
+export function exampleMove(topology: Topology): string | null {
+  for (const p of topology.partitions) {
+    if (inFlight(p)) continue;
+    for (const from of p.followers) {
+      const to = topology.nodes.find((n) => checkFollowerMove(p, topology.nodes, from, n.id).ok);
+      if (to) return `rebalancer move ${p.id} --from ${from} --to ${to.id} --wait`;
+    }
+  }
+  return null;
+}
+
 /**
  * Why a move cannot start on the partition as it is now, or null: a change already in flight (a learner or a
  * leaving replica), admission closed for a handoff, or a pending recovery. Refused up front rather than
@@ -106,7 +120,7 @@ export function inFlight(p: Partition): MoveRefused | null {
   return null;
 }
 
-async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
+export async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
   const running = await describeRunning(client, workflowId);
   return new MoveRefused(
     'reconfiguration_running',
@@ -124,17 +138,13 @@ async function describeRunning(client: Client, workflowId: string): Promise<stri
   }
 }
 
-/** Status of every move in progress, newest first. */
+/** Status of every reconfiguration in progress, by partition (q-2 before q-10); queried all at once. */
 export async function listMoves(client: Client): Promise<MoveStatus[]> {
-  const out: MoveStatus[] = [];
-  for await (const wf of client.workflow.list({ query: `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) {
-    try {
-      out.push(await client.workflow.getHandle(wf.workflowId).query(statusQuery));
-    } catch {
-      // It ended between the list and the query: no longer in progress.
-    }
-  }
-  return out.sort((a, b) => a.partition.localeCompare(b.partition));
+  const ids: string[] = [];
+  for await (const wf of client.workflow.list({ query: `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) ids.push(wf.workflowId);
+  // A workflow that ended between the list and the query is no longer in progress.
+  const statuses = await Promise.all(ids.map((id) => client.workflow.getHandle(id).query(statusQuery).catch(() => null)));
+  return statuses.filter((s) => s !== null).sort((a, b) => a.partition.localeCompare(b.partition, 'en', { numeric: true }));
 }
 
 export interface MoveDetail {
@@ -169,12 +179,14 @@ export async function showMove(client: Client, partition: string, cluster?: Pick
   }
   const running = description.status.name === 'RUNNING';
   const status = await handle.query(statusQuery).catch(() => null);
-  const outcome = running ? null : await handle.result().catch(() => null);
+  const outcome = running ? null : await outcomeOf(handle).catch(() => null);
   return { workflowId, runId: description.runId, running, status, outcome: outcome ?? status?.outcome ?? null };
 }
 
 export interface EndedMove {
   workflowId: string;
+  /** From the `RebalanceKind` search attribute. */
+  kind: ReconfigurationKind | null;
   partition: string;
   from: string | null;
   to: string | null;
@@ -197,12 +209,10 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
   return Promise.all(
     ended.map(async (wf) => {
       const attrs = wf.typedSearchAttributes;
-      const outcome = await client.workflow
-        .getHandle<typeof followerMoveV2>(wf.workflowId, wf.runId)
-        .result()
-        .catch(() => null);
+      const outcome = await outcomeOf(client.workflow.getHandle(wf.workflowId, wf.runId)).catch(() => null);
       return {
         workflowId: wf.workflowId,
+        kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
         partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
         from: attrs.get(SourceKey) ?? null,
         to: attrs.get(TargetKey) ?? null,
@@ -212,6 +222,23 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
       };
     }),
   );
+}
+
+/**
+ * How a reconfiguration ended, whatever its workflow type: the legacy `followerMove` returns its outcome in every
+ * case; the types built on the step library return it when completed, carry it as details[0] of the
+ * CancelledFailure when cancelled and of the ApplicationFailure (typed by the code) when aborted. Null when the
+ * workflow ended without one (terminated, timed out). Waits for a running workflow to end.
+ */
+export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome | null> {
+  try {
+    return (await handle.result()) as MoveOutcome;
+  } catch (err) {
+    if (!(err instanceof WorkflowFailedError)) throw err;
+    const { cause } = err;
+    if (cause instanceof CancelledFailure || cause instanceof ApplicationFailure) return (cause.details?.[0] as MoveOutcome | undefined) ?? null;
+    return null;
+  }
 }
 
 /** The phases a move entered, in order, from its history (each phase change is a search-attribute upsert). */

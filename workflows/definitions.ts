@@ -14,6 +14,8 @@ export interface FollowerMoveRequest {
   /** T: the node that receives the copy. */
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   /** Overrides of the move's timing; defaults in follower-move.ts. */
   timing?: Partial<MoveTiming>;
 }
@@ -32,6 +34,8 @@ export interface HandoffRequest {
   /** D: the follower that becomes owner. */
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   quietPoint?: Partial<QuietPoint>;
   timing?: Partial<MoveTiming>;
 }
@@ -42,6 +46,11 @@ export interface QuietPoint {
   maxInFlight: number;
   /** Wait at most this long for a quiet point (the bound), then close admission anyway. */
   maxWaitMs: number;
+  /**
+   * Keep admission closed at most this long waiting for the counted copies to be durable at the final
+   * boundary; past it the handoff reopens admission on the old owner and ends (stalled). Default in owner-handoff.ts.
+   */
+  maxClosedMs?: number;
 }
 
 /** Owner move onto T, not yet a replica: a follower move of `via` to T, then a handoff from A to T. */
@@ -54,6 +63,8 @@ export interface OwnerMoveRequest {
   /** The follower whose copy moves to T first; the workflow picks one when absent (and says which). */
   via?: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   quietPoint?: Partial<QuietPoint>;
   timing?: Partial<MoveTiming>;
 }
@@ -63,6 +74,8 @@ export interface GrowRequest {
   partition: string;
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   timing?: Partial<MoveTiming>;
 }
 
@@ -72,6 +85,8 @@ export interface ReplaceRequest {
   lost: string;
   with: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   timing?: Partial<MoveTiming>;
 }
 
@@ -135,6 +150,8 @@ export type MoveOutcome =
       /** Owner handoff: the final boundary and how long admission stayed closed. */
       finalBoundary?: number;
       admissionClosedMs?: number;
+      /** Plain words on what else happened: admission closed without a quiet point, a recovery after a handoff's commit, ... */
+      note?: string;
     }
   | { status: 'cancelled'; kind?: ReconfigurationKind; partition: string; reason: string }
   | { status: 'aborted'; kind?: ReconfigurationKind; partition: string; code: string; reason: string };
