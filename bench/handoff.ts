@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- handoff [--n 20] [--rate 200] [--concurrency 4]`: N planned owner handoffs against the
+ * `npm run bench -- handoff [--n 20] [--rate 200] [--concurrency 1]`: N planned owner handoffs against the
  * reference cluster while every partition publishes `rate` messages per second. Prints JSON lines: how long
  * admission stayed closed per handoff, p50/p99, on the workflow clock (close reply to reopen reply) and on the
  * broker's clock (admission_closed to admission_reopened events, the time publishes actually waited); and,
@@ -18,7 +18,6 @@ import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
 import { createRebalancerWorker } from '../worker/worker';
 import type { MoveOutcome } from '../workflows/definitions';
-import { percentile } from './moves';
 
 function option(args: string[], name: string, fallback: number): number {
   const i = args.indexOf(name);
@@ -54,12 +53,17 @@ function spans(events: ClusterEvent[], start: ClusterEvent['type'], end: Cluster
   return out;
 }
 
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+
 const figures = (xs: number[]) => ({ p50: Math.round(percentile(xs, 50)), p99: Math.round(percentile(xs, 99)), max: Math.round(Math.max(...xs)) });
 
 export async function run(args: string[]): Promise<void> {
   const n = option(args, '--n', 20);
   const rate = option(args, '--rate', 200);
-  const concurrency = option(args, '--concurrency', 4);
+  const concurrency = option(args, '--concurrency', 1);
   const logger = pino({ level: 'error' });
   installRuntimeLogger(logger);
 

@@ -29,7 +29,7 @@ interface Planned {
   to: string;
 }
 
-export function percentile(values: number[], p: number): number {
+function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }

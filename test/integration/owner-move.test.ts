@@ -10,7 +10,8 @@ import { cancelMove, MoveRefused, outcomeOf, type MovesContext } from '../../cli
 import type { Partition } from '../../cluster/contract';
 import { KindKey } from '../../workflows/search-attributes';
 import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../workflows/definitions';
-import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
+import { runCli } from '../../client/cli';
+import { connectClient, eventually, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 let cluster: Awaited<ReturnType<typeof startTestCluster>>;
 let client: Client;
@@ -27,6 +28,7 @@ beforeAll(async () => {
     await running;
   };
   ctx = { client, cluster: cluster.client, taskQueue };
+  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {
@@ -120,5 +122,26 @@ describe('owner move', () => {
     const err = await startMoveFrom(ctx, { partition: id, from: 'n3', to: 'n3', origin: 'operator' }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'same_node' });
     expect((await cluster.client.partition(id)).partition.generation).toBe(p.generation);
+  });
+
+  it('the CLI: move --from the owner is an owner move, handoff hands it back, a bad handoff is refused with --json', async () => {
+    const cli = async (...argv: string[]) => {
+      let out = '';
+      let err = '';
+      const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
+      return { code, out, err };
+    };
+    // q-228: n2 owns it, n3 and n4 follow (after the cases above).
+    const moved = await cli('move', 'q-228', '--from', 'n2', '--to', 'n5', '--wait', '--reason', 'n2 owns too much');
+    expect(moved.code, moved.err + moved.out).toBe(0);
+    expect(moved.out).toMatch(/completed: q-228 n2 -> n5/);
+    const back = await cli('handoff', 'q-228', '--to', 'n2', '--wait');
+    expect(back.code, back.err + back.out).toBe(0);
+    expect(back.out).toMatch(/completed: q-228 n5 -> n2[\s\S]*admission was closed \d+ ms; final boundary \d+/);
+    const bad = await cli('handoff', 'q-228', '--to', 'n6', '--json');
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.out)).toMatchObject({ ok: false, code: 'not_a_follower', message: expect.stringMatching(/n6 is not a replica of q-228/) });
+    expect((await cluster.client.partition('q-228')).partition).toMatchObject({ owner: 'n2', admission: 'open' });
+    expect((await cluster.client.invariants()).breaches).toEqual([]);
   });
 });
