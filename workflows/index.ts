@@ -2,3 +2,5 @@
 export { followerMove } from './follower-move';
 export { followerMoveV2 } from './follower-move-v2';
 export { progressRelay } from './relay';
+export { replicationIncrease } from './replication-increase';
+export { followerReplacement } from './follower-replacement';
