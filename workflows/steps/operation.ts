@@ -10,6 +10,7 @@ import {
   log,
   setCurrentDetails,
   setHandler,
+  upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -42,6 +43,8 @@ export class Operation {
   private noWayBack: (() => string) | null = null;
   /** The phase the search attribute shows. */
   private shownPhase: string | undefined;
+  /** Temporal delivered a cancel request to this run: only then can it end as Canceled. */
+  private cancelRequested = false;
 
   constructor(
     readonly subject: OperationSubject,
@@ -100,6 +103,7 @@ export class Operation {
     // A cancel from the Temporal UI or API is an operator cancel; cleanup must still run, so bodies run in a
     // non-cancellable scope (`run`) and only read the reason.
     CancellationScope.current().cancelRequested.catch(() => {
+      this.cancelRequested = true;
       if (this.noWayBack) log.warn(`cancel requested past the point of no return: ignored, the ${this.subject.kind} can only finish`);
       else this.requestCancel('cancelled through Temporal');
     });
@@ -156,8 +160,11 @@ export class Operation {
 
   /**
    * Run the operation's body to its outcome and end the workflow in the matching Temporal status: completed
-   * returns the outcome; cancelled throws a CancelledFailure with the outcome as details[0]; aborted throws a
-   * non-retryable ApplicationFailure typed by the outcome's code, the outcome as its details.
+   * returns the outcome; aborted throws a non-retryable ApplicationFailure typed by the outcome's code (Failed),
+   * the outcome as details[0]; cancelled throws a CancelledFailure with the outcome as details[0]. The server
+   * closes a run as Canceled only when it received a Temporal cancel request (tried on the dev server: thrown
+   * without one, the run closes Failed with the CancelledFailure as cause, and a run cannot cancel itself), and
+   * a Canceled close keeps no details, so the outcome then goes into the memo (`outcome`).
    */
   async run(body: () => Promise<MoveOutcome>): Promise<MoveOutcome> {
     const outcome = { kind: this.subject.kind, ...(await CancellationScope.nonCancellable(body)) } as MoveOutcome;
@@ -166,7 +173,11 @@ export class Operation {
     // An ended workflow no longer shows its last waiting reason.
     setCurrentDetails('');
     log.info(`${this.subject.kind} of ${this.subject.partition} ${outcome.status}`, { outcome });
-    if (outcome.status === 'cancelled') throw new CancelledFailure(outcome.reason, [outcome]);
+    if (outcome.status === 'cancelled') {
+      // The server keeps no details with a Canceled close (nor does the SDK send any): the memo keeps the outcome.
+      if (this.cancelRequested) upsertMemo({ outcome });
+      throw new CancelledFailure(outcome.reason, [outcome]);
+    }
     if (outcome.status === 'aborted') throw ApplicationFailure.nonRetryable(outcome.reason, outcome.code, outcome);
     return outcome;
   }
