@@ -1,11 +1,11 @@
 /**
- * Shared by the increase, replacement and returning-replica tests: faults fired at one write boundary, the
- * outcome of a reconfiguration however it ended, and fresh partitions under the file's own ids.
+ * Shared by the increase, replacement and returning-replica tests: faults fired at one write boundary, a crashed
+ * node brought back, fresh partitions under the file's own ids.
  */
-import { CancelledFailure, WorkflowFailedError, ApplicationFailure, type WorkflowHandle } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import type { ClusterClient } from '../../cluster/client';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
-import type { MoveOutcome } from '../../workflows/definitions';
 import { eventually } from './helpers';
 
 /** Faults to fire just before or just after the next `write` on `partition`. */
@@ -38,20 +38,6 @@ export function armFault(real: ClusterClient, armed: { current: Armed | null }):
   };
 }
 
-/** The outcome of a workflow built on the step library: returned when completed, carried by the failure otherwise. */
-export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome> {
-  try {
-    return (await handle.result()) as MoveOutcome;
-  } catch (err) {
-    const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
-    if (cause instanceof CancelledFailure || cause instanceof ApplicationFailure) {
-      const outcome = cause.details?.[0] as MoveOutcome | undefined;
-      if (outcome) return outcome;
-    }
-    throw err;
-  }
-}
-
 /** Restarts a crashed node a moment after its fault fired (a restarted process with its disk), and returns the result. */
 export async function healAfter<T>(broker: ClusterClient, a: Armed, node: string | null, result: Promise<T>): Promise<T> {
   let ended = false;
@@ -67,9 +53,38 @@ export async function healAfter<T>(broker: ClusterClient, a: Armed, node: string
   return out;
 }
 
-/** A new partition under `id` (an earlier one of that id deleted first), once it is serving. */
-export async function freshPartition(broker: ClusterClient, id: string, replicas: string[], kind: 'queue' | 'stream' = 'queue'): Promise<Partition> {
-  await broker.deletePartition(id).catch(() => undefined);
+/** The relay a test file's worker runs: its events reach a workflow of a partition id only once it passed them. */
+export interface Relay {
+  client: Client;
+  workflowId: string;
+}
+
+async function relayCursor(relay: Relay): Promise<number> {
+  const description = await relay.client.workflow.getHandle(relay.workflowId).describe();
+  const details = description.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
+  return details ? defaultPayloadConverter.fromPayload<number>(details) : -1;
+}
+
+async function feedEnd(broker: ClusterClient): Promise<number> {
+  let after = 0;
+  for (;;) {
+    const page = await broker.events(after, { limit: 10_000 });
+    if (page.events.length === 0) return after;
+    after = page.cursor;
+  }
+}
+
+/**
+ * A new partition under `id`, once it is serving. An earlier partition of that id is deleted first, and the
+ * relay must have delivered its events before a new workflow of the same id starts: delivered later, they would
+ * tell the new workflow of generations and recoveries the new partition never had.
+ */
+export async function freshPartition(broker: ClusterClient, relay: Relay, id: string, replicas: string[], kind: 'queue' | 'stream' = 'queue'): Promise<Partition> {
+  const existed = await broker.deletePartition(id).then(() => true, () => false);
+  if (existed) {
+    const end = await feedEnd(broker);
+    await eventually(`the relay past seq ${end}`, async () => ((await relayCursor(relay)) >= end ? true : undefined));
+  }
   await broker.createPartition({ id, kind, replicas });
   return eventually(`${id} serving`, async () => {
     const p = (await broker.partition(id)).partition;

@@ -14,13 +14,14 @@ import { cancelMove, MoveRefused, type MovesContext } from '../../client/moves';
 import { writeRequirement, type Fault, type GuardedWriteName, type Partition } from '../../cluster/contract';
 import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
 import { KindKey } from '../../workflows/search-attributes';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker } from './helpers';
-import { armFault, freshPartition, healAfter, outcomeOf, settled, type Armed } from './grow-helpers';
+import { connectClient, eventually, outcomeOf, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { armFault, freshPartition, healAfter, settled, type Armed, type Relay } from './grow-helpers';
 
 let cluster: Awaited<ReturnType<typeof startTestCluster>>;
 let client: Client;
 let ctx: MovesContext;
 let stopWorker: () => Promise<void>;
+let relay: Relay;
 const armed: { current: Armed | null } = { current: null };
 const taskQueue = `grow-${process.pid}`;
 const TIMING = { pollMs: 500, retryMs: 300 };
@@ -29,6 +30,7 @@ beforeAll(async () => {
   cluster = await startTestCluster({}, { nodes: 8, partitions: 0, streams: 0 });
   client = await connectClient();
   const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, armed));
+  relay = { client, workflowId: w.relayWorkflowId };
   stopWorker = async () => {
     w.shutdown();
     await running;
@@ -46,7 +48,7 @@ afterEach(async () => {
 });
 
 function create(id: string, replicas = ['n1', 'n4', 'n2'], kind: 'queue' | 'stream' = 'queue'): Promise<Partition> {
-  return freshPartition(cluster.client, id, replicas, kind);
+  return freshPartition(cluster.client, relay, id, replicas, kind);
 }
 async function partition(id: string): Promise<Partition> {
   return (await cluster.client.partition(id)).partition;
@@ -118,7 +120,8 @@ describe('replication-factor increase', () => {
       await cluster.client.fault({ fault: 'restart-node', node: 'n7' });
     }
     for (const [id, p] of [['q-231', spread], ['q-232', stream], ['q-233', wide], ['q-234', twoZones]] as const) {
-      expect((await partition(id)).generation).toBe(p.generation);
+      const now = await partition(id);
+      expect([now.owner, now.followers, now.learners, now.replicationFactor]).toEqual([p.owner, p.followers, p.learners, p.replicationFactor]);
       await expect(client.workflow.getHandle(reconfigurationWorkflowId(id)).describe()).rejects.toThrow();
     }
     await settled(cluster.client, 'q-233');
