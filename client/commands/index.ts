@@ -17,10 +17,12 @@ import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as cancel from './cancel';
 import * as handoff from './handoff';
+import * as grow from './grow';
 import * as move from './move';
 import * as moves from './moves';
+import * as replace from './replace';
 import * as show from './show';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, moves, show, cancel];
