@@ -8,7 +8,7 @@ export const DEFAULT_PLANNER_CONFIG: PlannerConfig = {
   weights: { owned: 1, followed: 1, history: 1, traffic: 1, sync: 1 },
   historyHalfBytes: 64 * 1024 * 1024,
   threshold: 0.1,
-  minImprovement: 0.005,
+  minImprovement: 0.001,
   maxTransfersPerNode: 2,
   maxTransfersPerCluster: 8,
   nodeCooldownMs: 60_000,

@@ -10,6 +10,11 @@ import type { PlanInput, PlannerConfig, Proposal } from './types';
 
 /** Receivers tried per partition besides those holding a retained copy: the least loaded ones. */
 const RECEIVERS_PER_PARTITION = 8;
+/**
+ * Sources searched per proposal, most loaded first: past them a move would come from a node near the mean, and
+ * bounding the search keeps a tick fast on a large cluster where most candidates fail the rules.
+ */
+const SOURCES_PER_PROPOSAL = 64;
 
 export interface TickContext {
   config: PlannerConfig;
@@ -37,26 +42,60 @@ function mark(m: Map<number, Set<number>>, p: number, ...nodes: number[]): void 
   for (const n of nodes) s.add(n);
 }
 
+interface Candidate {
+  p: PartState;
+  s: NodeState;
+  r: NodeState;
+  imp: number;
+  bytes: number;
+}
+
 /** One tick's search: the state, its rules, and what it has proposed so far. */
 class TickPlanner {
   readonly out: Proposal[] = [];
   readonly touched = new Set<number>();
   free: number;
   blocked: string | null = null;
+  /** Partitions and nodes cooling down at this tick's clock, by index. */
+  private readonly coolingParts = new Set<number>();
+  private readonly coolingNodes = new Set<number>();
+  /** Steady deviation from the mean and the receiver's deviation (sync included) per node, refreshed per proposal. */
+  private devs: Float64Array;
+  private recvDevs: Float64Array;
 
   constructor(
     readonly st: ClusterState,
     readonly ctx: TickContext,
   ) {
     this.free = ctx.config.maxTransfersPerCluster - ctx.inFlight;
+    for (const [id, until] of Object.entries(ctx.cooldowns.partitions)) {
+      const i = st.partIndex.get(id);
+      if (i !== undefined && until > ctx.now) this.coolingParts.add(i);
+    }
+    for (const [id, until] of Object.entries(ctx.cooldowns.nodes)) {
+      const i = st.nodeIndex.get(id);
+      if (i !== undefined && until > ctx.now) this.coolingNodes.add(i);
+    }
+    this.devs = new Float64Array(st.nodes.length);
+    this.recvDevs = new Float64Array(st.nodes.length);
+    this.refresh();
+  }
+
+  /** Recomputes every node's deviations: once per proposal, O(nodes). */
+  refresh(): void {
+    for (const n of this.st.nodes) {
+      const d = this.st.steady(n) - this.st.mean;
+      this.devs[n.index] = d;
+      this.recvDevs[n.index] = d + this.st.syncTerm(n);
+    }
   }
 
   partFree(p: PartState): boolean {
-    return p.busy === null && !this.touched.has(p.index) && !((this.ctx.cooldowns.partitions[p.id] ?? 0) > this.ctx.now);
+    return p.busy === null && !this.touched.has(p.index) && !this.coolingParts.has(p.index);
   }
 
   cooling(n: NodeState): boolean {
-    return (this.ctx.cooldowns.nodes[n.id] ?? 0) > this.ctx.now;
+    return this.coolingNodes.has(n.index);
   }
 
   /** May take a transfer now: live, staying, not rejoining, a free slot in the sync budget. */
@@ -79,23 +118,24 @@ class TickPlanner {
   }
 
   dev(n: NodeState): number {
-    return this.st.steady(n) - this.st.mean;
+    return this.devs[n.index]!;
   }
 
   /** Deviation a receiver is judged by: its transfers still to copy count, so nothing piles onto a node catching up. */
   recvDev(n: NodeState): number {
-    return this.dev(n) + this.st.syncTerm(n);
+    return this.recvDevs[n.index]!;
   }
 
   followerMove(p: PartState, from: NodeState, to: NodeState, reason: string): void {
-    const bytes = p.retained.get(to.index) ?? p.bytes;
+    const bytes = this.st.bytesTo(p, to.index);
     this.st.followerMove(p, from.index, to.index);
     this.st.addTransfer(to.index, from.index, bytes);
     mark(this.ctx.moved, p.index, from.index, to.index);
     this.touched.add(p.index);
     this.free--;
-    const retained = p.retained.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
+    const retained = p.retained?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
     this.out.push({ op: 'follower_move', partition: p.id, from: from.id, to: to.id, bytes, reason: reason + retained });
+    this.refresh();
   }
 
   handoff(p: PartState, from: NodeState, to: NodeState, reason: string): void {
@@ -104,6 +144,7 @@ class TickPlanner {
     this.touched.add(p.index);
     this.free--;
     this.out.push({ op: 'owner_handoff', partition: p.id, from: from.id, to: to.id, bytes: 0, reason });
+    this.refresh();
   }
 
   /** Every copy leaves a draining node: owners by handoff to an admitted follower first, then follower moves. */
@@ -151,7 +192,7 @@ class TickPlanner {
   /** The least loaded node that may take p; a retained copy wins when taking it keeps the node within the threshold. */
   drainTarget(p: PartState, d: NodeState): NodeState | null {
     const t = this.ctx.config.threshold;
-    for (const [rn] of p.retained) {
+    for (const rn of p.retained?.keys() ?? []) {
       const r = this.st.nodes[rn]!;
       if (this.receiverOk(r) && this.canReceive(p, r, d) && this.recvDev(r) + this.st.copyDelta(p, r, false, 1) <= t) return r;
     }
@@ -183,34 +224,29 @@ class TickPlanner {
         return;
       }
       const isReceiver = new Set(receivers.map((r) => r.index));
-      let best = null as { p: PartState; s: NodeState; r: NodeState; imp: number; bytes: number } | null;
+      const minRecvCap = Math.min(...receivers.map((r) => r.cap));
+      let best: Candidate | null = null;
+      let scanned = 0;
       for (const s of sources) {
+        // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
+        if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
+        if (++scanned > SOURCES_PER_PROPOSAL) break;
         const ds = this.dev(s);
         for (const pi of s.parts) {
           const p = this.st.parts[pi]!;
           if (p.owner === s.index || !p.followers.includes(s.index) || !this.partFree(p)) continue;
           if (this.ctx.moved.get(pi)?.has(s.index)) continue;
           const dS = ds + this.st.copyDelta(p, s, false, -1);
-          const consider = (r: NodeState): void => {
-            const dr = this.dev(r);
-            if (ds <= t && this.recvDev(r) >= -t) return;
-            const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
-            if (imp < minImprovement) return;
-            const bytes = p.retained.get(r.index) ?? p.bytes;
-            // Improvements within one margin are a tie: the cheaper copy (a retained one) wins it.
-            if (best === null || imp > best.imp + minImprovement || (imp >= best.imp - minImprovement && bytes < best.bytes))
-              best = { p, s, r, imp, bytes };
-          };
-          for (const [rn] of p.retained) {
+          for (const rn of p.retained?.keys() ?? []) {
             const r = this.st.nodes[rn]!;
-            if (isReceiver.has(rn) && this.canReceive(p, r, s)) consider(r);
+            if (isReceiver.has(rn) && this.canReceive(p, r, s)) best = this.better(best, p, s, r, ds, dS);
           }
           let k = 0;
           for (const r of receivers) {
             if (k >= RECEIVERS_PER_PARTITION) break;
             if (!this.canReceive(p, r, s)) continue;
             k++;
-            consider(r);
+            best = this.better(best, p, s, r, ds, dS);
           }
         }
         if (best !== null) break;
@@ -224,6 +260,20 @@ class TickPlanner {
       const side = (n: NodeState, d: number): string => `${n.id} (score ${f2(d + this.st.mean)}${d > t ? ` > mean + ${t}` : d < -t ? ` < mean - ${t}` : ''})`;
       this.followerMove(p, s, r, `${side(s, this.dev(s))} sheds to ${side(r, this.recvDev(r))}, mean ${f2(this.st.mean)}: their spread improves by ${f2(imp)}`);
     }
+  }
+
+  /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
+  better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
+    const { threshold: t, minImprovement } = this.ctx.config;
+    const dr = this.dev(r);
+    if (ds <= t && this.recvDev(r) >= -t) return best;
+    const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
+    if (imp < minImprovement) return best;
+    const bytes = this.st.bytesTo(p, r.index);
+    // A tie goes to the cheaper copy (a retained one).
+    if (best === null || imp > best.imp + minImprovement || (imp >= best.imp - minImprovement && bytes < best.bytes))
+      return { p, s, r, imp, bytes };
+    return best;
   }
 
   /** A node outside the band that no move can serve: say why (cooling down, no transfer slot, rejoining). */

@@ -43,8 +43,8 @@ export interface PartState {
   del: number;
   /** Why the partition is not touched now (a change in flight, a stream, ...), or null. */
   busy: string | null;
-  /** Node index -> bytes a learner there still copies, for retained copies on known nodes. */
-  retained: Map<number, number>;
+  /** Node index -> bytes a learner there still copies, for retained copies on known nodes (null: none). */
+  retained: Map<number, number> | null;
 }
 
 export interface Weights {
@@ -117,25 +117,18 @@ export class ClusterState {
         pub: num(p.publishRate),
         del: num(p.deliveryRate),
         busy: null,
-        retained: new Map(),
+        retained: null,
       };
       this.parts.push(ps);
-      const suspended = new Set(p.history.filter((h) => h.suspended).map((h) => h.node));
-      const holders = [p.owner, ...p.followers, ...p.learners, ...(p.leaving === null ? [] : [p.leaving])];
-      for (const id of holders) {
-        const n = this.nodeIndex.get(id);
-        if (n === undefined) {
-          ps.busy = `a copy on ${id}, a node the topology does not list`;
-          continue;
-        }
-        if (ps.copies.includes(n)) continue;
-        ps.copies.push(n);
-        if (suspended.has(id)) this.nodes[n]!.suspended = true;
-        else if (p.followers.includes(id)) ps.followers.push(n);
-      }
+      let suspended: string[] | null = null;
+      for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
+      this.addCopy(ps, p.owner, suspended, false);
+      for (const id of p.followers) this.addCopy(ps, id, suspended, true);
+      for (const id of p.learners) this.addCopy(ps, id, suspended, false);
+      if (p.leaving !== null) this.addCopy(ps, p.leaving, suspended, false);
       for (const rc of p.retainedCopies) {
         const n = this.nodeIndex.get(rc.node);
-        if (n !== undefined) ps.retained.set(n, rc.bytesToCatchUp === undefined ? bytes : num(rc.bytesToCatchUp));
+        if (n !== undefined) (ps.retained ??= new Map()).set(n, rc.bytesToCatchUp === undefined ? bytes : num(rc.bytesToCatchUp));
       }
       if (p.pendingRecovery !== null) {
         ps.busy = 'a recovery is pending';
@@ -144,7 +137,7 @@ export class ClusterState {
       else if (p.learners.length > 0) ps.busy = `learner ${p.learners.join(', ')} catching up`;
       else if (p.leaving !== null) ps.busy = `leaving replica ${p.leaving} not yet removed`;
       else if (p.admission === 'closed') ps.busy = 'admission closed for a handoff';
-      else if (suspended.size > 0) ps.busy = `${[...suspended].join(', ')} rejoining (suspended)`;
+      else if (suspended !== null) ps.busy = `${suspended.join(', ')} rejoining (suspended)`;
       for (const n of ps.copies) this.addLoad(ps, n, n === ps.owner, 1);
     }
     for (const m of input.inFlight) this.applyInFlight(m);
@@ -179,6 +172,23 @@ export class ClusterState {
         present(total.hist, cw.history) +
         present(total.traffic, cw.traffic)) /
       this.wSum;
+  }
+
+  private addCopy(p: PartState, id: string, suspended: string[] | null, follower: boolean): void {
+    const n = this.nodeIndex.get(id);
+    if (n === undefined) {
+      p.busy = `a copy on ${id}, a node the topology does not list`;
+      return;
+    }
+    if (p.copies.includes(n)) return;
+    p.copies.push(n);
+    if (suspended?.includes(id)) this.nodes[n]!.suspended = true;
+    else if (follower) p.followers.push(n);
+  }
+
+  /** Bytes a learner on node n copies: after the retained copy's durable offset when it holds one. */
+  bytesTo(p: PartState, n: number): number {
+    return p.retained?.get(n) ?? p.bytes;
   }
 
   /** Adds (sign 1) or removes (sign -1) the load of p's copy on node n. */
@@ -255,6 +265,18 @@ export class ClusterState {
   syncTerm(n: NodeState): number {
     return (this.w.sync * n.sync) / (n.cap * this.wSum);
   }
+
+  /** The largest change one follower copy makes to the steady score of a node of capacity `cap`. */
+  maxFollowerDelta(cap: number): number {
+    if (this.maxFollowerLoad < 0) {
+      const w = this.w;
+      this.maxFollowerLoad = 0;
+      for (const p of this.parts)
+        this.maxFollowerLoad = Math.max(this.maxFollowerLoad, w.followed + w.history * p.hw + w.traffic * copyTraffic(p, false));
+    }
+    return this.maxFollowerLoad / (cap * this.wSum);
+  }
+  private maxFollowerLoad = -1;
 
   /** Change of a node's steady score when a copy of p in the given role arrives (sign 1) or leaves (-1). */
   copyDelta(p: PartState, n: NodeState, owner: boolean, sign: 1 | -1): number {
