@@ -3,8 +3,8 @@
  * up to date as moves are applied, so a score is a few multiplications and a move touches two nodes, never a
  * rescan of every partition.
  */
-import type { Partition, Topology } from '../cluster/contract';
-import type { InFlightMove, NodeScore, PartitionLoad, PlanInput, PlannerConfig } from './types';
+import type { Topology } from '../cluster/contract';
+import type { InFlightMove, NodeScore, PlanInput, PlannerConfig } from './types';
 
 export interface NodeState {
   index: number;
@@ -101,8 +101,7 @@ export class ClusterState {
       });
     }
     const k = config.historyHalfBytes;
-    for (const raw of t.partitions) {
-      const p = raw as Partition & PartitionLoad;
+    for (const p of t.partitions) {
       const index = this.parts.length;
       this.partIndex.set(p.id, index);
       const bytes = num(p.historyBytes);
@@ -128,7 +127,7 @@ export class ClusterState {
       if (p.leaving !== null) this.addCopy(ps, p.leaving, suspended, false);
       for (const rc of p.retainedCopies) {
         const n = this.nodeIndex.get(rc.node);
-        if (n !== undefined) (ps.retained ??= new Map()).set(n, rc.bytesToCatchUp === undefined ? bytes : num(rc.bytesToCatchUp));
+        if (n !== undefined) (ps.retained ??= new Map()).set(n, num(rc.bytesToCatchUp));
       }
       if (p.pendingRecovery !== null) {
         ps.busy = 'a recovery is pending';
