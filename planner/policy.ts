@@ -227,8 +227,7 @@ export class TickPlanner {
       sources.sort((a, b) => this.dev(b) - this.dev(a));
       receivers.sort((a, b) => this.recvDev(a) - this.recvDev(b));
       const over = sources.length > 0 && this.dev(sources[0]!) > t;
-      const under = receivers.length > 0 && this.recvDev(receivers[0]!) < -t;
-      if ((!over && !under) || receivers.length === 0) {
+      if (sources.length === 0 || receivers.length === 0 || !this.outsideBand(this.dev(sources[0]!), this.recvDev(receivers[0]!))) {
         this.noteOutsideBand();
         return;
       }
@@ -287,16 +286,27 @@ export class TickPlanner {
 
   /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
   better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
-    const { threshold: t, minImprovement } = this.ctx.config;
+    const { minImprovement } = this.ctx.config;
     const dr = this.dev(r);
-    if (ds <= t && this.recvDev(r) >= -t) return best;
+    if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
-    if (imp < minImprovement) return best;
+    if (!this.improves(imp)) return best;
     const bytes = this.st.bytesTo(p, r.index);
     // A tie goes to the cheaper copy (a retained one).
     if (best === null || imp > best.imp + minImprovement || (imp >= best.imp - minImprovement && bytes < best.bytes))
       return { p, s, r, imp, bytes };
     return best;
+  }
+
+  /** The margin rule: a move must lower its pair's spread by at least minImprovement. */
+  improves(imp: number): boolean {
+    return imp >= this.ctx.config.minImprovement;
+  }
+
+  /** The band rule: a move between a node `ds` above the mean and one `dr` below it needs one of them outside the band. */
+  outsideBand(ds: number, dr: number): boolean {
+    const t = this.ctx.config.threshold;
+    return ds > t || dr < -t;
   }
 
   /** A node outside the band that no move can serve: say why (cooling down, no transfer slot, rejoining). */
@@ -314,7 +324,7 @@ export class TickPlanner {
 
   /** Owner handoffs to an admitted follower, by owned partitions per capacity, under the same two-sided band rule. */
   balanceOwners(): void {
-    const { threshold: t, minImprovement } = this.ctx.config;
+    const t = this.ctx.config.threshold;
     const mo = this.st.meanOwned();
     if (mo <= 0) return;
     const od = (n: NodeState): number => this.st.ownedDev(n, mo);
@@ -331,9 +341,9 @@ export class TickPlanner {
           for (const f of p.followers) {
             const d = this.st.nodes[f]!;
             const b = od(d);
-            if (!this.st.stays(d) || d.suspended || b >= 0 || (a <= t && b >= -t) || this.ctx.formerOwners.get(pi)?.has(f)) continue;
+            if (!this.st.stays(d) || d.suspended || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(pi)?.has(f)) continue;
             const imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(b + 1 / (d.cap * mo)));
-            if (imp < minImprovement) continue;
+            if (!this.improves(imp)) continue;
             // The totals must stay inside the band, or at least not spread further.
             const ts = this.dev(s);
             const td = this.dev(d);

@@ -1,16 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
-import { input, node, partition, ring, topology } from './planner-topology';
+import { applySteps, input, node, partition, ring, topology } from './planner-topology';
 
 const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG };
 
 /** Copies per node after applying `steps` to `t`. */
 function copiesAfter(t: Topology, steps: { op: string; partition: string; from: string; to: string }[]): Map<string, string[]> {
-  const holders = new Map(t.partitions.map((p) => [p.id, [p.owner, ...p.followers, ...p.learners]]));
-  for (const s of steps) if (s.op === 'follower_move') holders.set(s.partition, holders.get(s.partition)!.map((n) => (n === s.from ? s.to : n)));
   const byNode = new Map<string, string[]>(t.nodes.map((n) => [n.id, []]));
-  for (const [p, ns] of holders) for (const n of ns) byNode.get(n)!.push(p);
+  for (const [p, ns] of applySteps(t, steps)) for (const n of ns) byNode.get(n)!.push(p);
   return byNode;
 }
 
