@@ -16,13 +16,14 @@
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as cancel from './cancel';
-import * as handoff from './handoff';
 import * as grow from './grow';
+import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
+import * as plan from './plan';
 import * as replace from './replace';
 import * as show from './show';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, moves, show, cancel];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, moves, show, cancel, plan];
