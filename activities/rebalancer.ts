@@ -1,0 +1,97 @@
+/**
+ * Activities of the rebalancer loop and drains: a snapshot of the broker and of the moves in flight, the
+ * planner (injected, so planning never runs in the workflow sandbox and tests can plan as they need), the
+ * worker's configured settings, and the draining mark (a write through the contract).
+ */
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import type { ClusterClient } from '../cluster/client';
+import type { Topology } from '../cluster/contract';
+import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
+import type { EndedMove, MoveOutcome, RebalancerSettings, TrackedMove } from '../workflows/definitions';
+import { inFlightMoves } from '../workflows/rebalancer-rules';
+
+export interface RebalancerDeps {
+  cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
+  /** Sets or clears a node's draining mark through the contract. */
+  setDraining: (node: string, draining: boolean, reason: string) => Promise<unknown>;
+  /** Temporal, to learn how the moves in flight ended. */
+  client: Client;
+  plan: (input: PlanInput, config: PlannerConfig) => Plan;
+  /** The worker's configured settings, for drains started without their own. */
+  settings?: RebalancerSettings;
+  logger?: Logger;
+}
+
+export interface Snapshot {
+  topology: Topology;
+  inFlight: InFlightMove[];
+  /** The tracked moves that ended since they were started. */
+  ended: EndedMove[];
+}
+
+/** How a move ended, from Temporal's record of it and the outcome it returned or failed with. */
+async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> {
+  const handle = client.workflow.getHandle(m.workflowId, m.runId);
+  let description;
+  try {
+    description = await handle.describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return { workflowId: m.workflowId, runId: m.runId, status: 'aborted', detail: 'the workflow is gone from Temporal' };
+    throw err;
+  }
+  const end = (status: EndedMove['status'], detail: string | null): EndedMove => ({ workflowId: m.workflowId, runId: m.runId, status, detail });
+  switch (description.status.name) {
+    case 'RUNNING':
+      return null;
+    case 'COMPLETED': {
+      // The first follower move returns its outcome for every ending; the newer types complete only on success.
+      const outcome = (await handle.result()) as MoveOutcome | undefined;
+      if (!outcome || outcome.status === 'completed') return end('completed', null);
+      return end(outcome.status, outcome.reason);
+    }
+    case 'CANCELLED':
+      return end('cancelled', 'cancelled');
+    default:
+      return end('aborted', description.status.name.toLowerCase());
+  }
+}
+
+export function createRebalancerActivities(deps: RebalancerDeps) {
+  const log = deps.logger?.child({ component: 'rebalancer' });
+  return {
+    /** The topology, every move in flight as the planner counts it, and which tracked moves ended. */
+    async rebalancerSnapshot(tracked: TrackedMove[]): Promise<Snapshot> {
+      const [topology, budget, ends] = await Promise.all([
+        deps.cluster.topology(),
+        deps.cluster.syncBudget(),
+        Promise.all(tracked.map((m) => endOf(deps.client, m))),
+      ]);
+      const ended = ends.filter((e): e is EndedMove => e !== null);
+      const endedRuns = new Set(ended.map((e) => e.runId));
+      return { topology, inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers), ended };
+    },
+
+    async planMoves(input: PlanInput, config: PlannerConfig): Promise<Plan> {
+      const plan = deps.plan(input, config);
+      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
+      return plan;
+    },
+
+    async configuredSettings(): Promise<RebalancerSettings> {
+      if (!deps.settings) {
+        throw ApplicationFailure.nonRetryable('this worker has no rebalancer settings: start the drain with its own settings', 'NoSettings');
+      }
+      return deps.settings;
+    },
+
+    /** Guarded on the broker's side (idempotent: setting the mark a node has changes nothing). */
+    async setNodeDraining(node: string, draining: boolean, reason: string): Promise<void> {
+      await deps.setDraining(node, draining, reason);
+      log?.info({ node, draining, reason }, draining ? `${node} marked draining` : `${node} no longer draining`);
+    },
+  };
+}
+
+export type RebalancerActivities = ReturnType<typeof createRebalancerActivities>;
