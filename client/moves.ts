@@ -60,7 +60,7 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     throw busy;
   }
   try {
-    return await ctx.client.workflow.start<typeof followerMove>('followerMove', {
+    return await ctx.client.workflow.start<typeof followerMove>('followerMoveV2', {
       workflowId,
       taskQueue: ctx.taskQueue,
       args: [request],
