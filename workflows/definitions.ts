@@ -15,6 +15,8 @@ export interface FollowerMoveRequest {
   /** T: the node that receives the copy. */
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   /** Overrides of the move's timing; defaults in follower-move.ts. */
   timing?: Partial<MoveTiming>;
 }
@@ -33,6 +35,8 @@ export interface HandoffRequest {
   /** D: the follower that becomes owner. */
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   quietPoint?: Partial<QuietPoint>;
   timing?: Partial<MoveTiming>;
 }
@@ -55,6 +59,8 @@ export interface OwnerMoveRequest {
   /** The follower whose copy moves to T first; the workflow picks one when absent (and says which). */
   via?: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   quietPoint?: Partial<QuietPoint>;
   timing?: Partial<MoveTiming>;
 }
@@ -64,6 +70,8 @@ export interface GrowRequest {
   partition: string;
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   timing?: Partial<MoveTiming>;
 }
 
@@ -73,6 +81,8 @@ export interface ReplaceRequest {
   lost: string;
   with: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   timing?: Partial<MoveTiming>;
 }
 
