@@ -6,10 +6,11 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
+import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import type { EndedMove, MoveOutcome, RebalancerSettings, TrackedMove } from '../workflows/definitions';
+import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
 import { inFlightMoves } from '../workflows/rebalancer-rules';
 
 export interface RebalancerDeps {
@@ -31,31 +32,22 @@ export interface Snapshot {
   ended: EndedMove[];
 }
 
-/** How a move ended, from Temporal's record of it and the outcome it returned or failed with. */
+/** How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs. */
 async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> {
   const handle = client.workflow.getHandle(m.workflowId, m.runId);
+  const end = (status: EndedMove['status'], detail: string | null): EndedMove => ({ workflowId: m.workflowId, runId: m.runId, status, detail });
   let description;
   try {
     description = await handle.describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return { workflowId: m.workflowId, runId: m.runId, status: 'aborted', detail: 'the workflow is gone from Temporal' };
+    if (err instanceof WorkflowNotFoundError) return end('aborted', 'the workflow is gone from Temporal');
     throw err;
   }
-  const end = (status: EndedMove['status'], detail: string | null): EndedMove => ({ workflowId: m.workflowId, runId: m.runId, status, detail });
-  switch (description.status.name) {
-    case 'RUNNING':
-      return null;
-    case 'COMPLETED': {
-      // The first follower move returns its outcome for every ending; the newer types complete only on success.
-      const outcome = (await handle.result()) as MoveOutcome | undefined;
-      if (!outcome || outcome.status === 'completed') return end('completed', null);
-      return end(outcome.status, outcome.reason);
-    }
-    case 'CANCELLED':
-      return end('cancelled', 'cancelled');
-    default:
-      return end('aborted', description.status.name.toLowerCase());
-  }
+  if (description.status.name === 'RUNNING') return null;
+  const outcome = await outcomeOf(handle);
+  if (outcome) return end(outcome.status, outcome.status === 'completed' ? null : outcome.reason);
+  // Ended without an outcome: terminated or timed out.
+  return end(description.status.name === 'CANCELLED' ? 'cancelled' : 'aborted', description.status.name.toLowerCase());
 }
 
 export function createRebalancerActivities(deps: RebalancerDeps) {

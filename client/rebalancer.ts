@@ -5,7 +5,6 @@
  */
 import {
   WorkflowExecutionAlreadyStartedError,
-  WorkflowFailedError,
   WorkflowIdConflictPolicy,
   WorkflowIdReusePolicy,
   WorkflowNotFoundError,
@@ -13,7 +12,6 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { ClusterClient } from '../cluster/client';
 import {
   drainStatusQuery,
@@ -32,7 +30,7 @@ import {
 import type { drain } from '../workflows/drain';
 import type { rebalancer } from '../workflows/rebalancer';
 import { checkDrain } from '../workflows/rebalancer-drain-rules';
-import { MoveRefused } from './moves';
+import { MoveRefused, outcomeOf } from './moves';
 
 /** Starts the loop unless it runs already; the running one keeps its state and settings. */
 export async function ensureRebalancer(client: Client, taskQueue: string, scope: string, settings: RebalancerSettings): Promise<string> {
@@ -114,14 +112,8 @@ export async function drainStatus(client: Client, node: string): Promise<DrainSt
 }
 
 /** A drain's outcome however it ended: returned when completed, in the failure's details when refused or cancelled. */
-export async function drainOutcome(handle: WorkflowHandle): Promise<DrainOutcome> {
-  try {
-    return (await handle.result()) as DrainOutcome;
-  } catch (err) {
-    const cause = err instanceof WorkflowFailedError ? err.cause : null;
-    if ((cause instanceof ApplicationFailure || cause instanceof CancelledFailure) && cause.details?.[0]) return cause.details[0] as DrainOutcome;
-    throw err;
-  }
+export async function drainOutcome(handle: WorkflowHandle): Promise<DrainOutcome | null> {
+  return (await outcomeOf(handle)) as DrainOutcome | null;
 }
 
 /**

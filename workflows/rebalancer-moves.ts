@@ -19,7 +19,7 @@ export const { rebalancerSnapshot, planMoves, configuredSettings } = proxyLocalA
 
 /** The workflow type and kind each planned operation runs as. */
 const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind }> = {
-  follower_move: { type: 'followerMove', kind: 'follower-move' },
+  follower_move: { type: 'followerMoveV2', kind: 'follower-move' },
   owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff' },
 };
 
@@ -32,7 +32,7 @@ export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow>
  */
 export async function startMove(step: Proposal, origin: MoveOrigin, now: number): Promise<Started> {
   const { type, kind } = RUNS_AS[step.op];
-  const request: FollowerMoveRequest | HandoffRequest = { partition: step.partition, from: step.from, to: step.to, origin };
+  const request: FollowerMoveRequest | HandoffRequest = { partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason };
   const workflowId = reconfigurationWorkflowId(step.partition);
   try {
     const handle = await startChild(type, {

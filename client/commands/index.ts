@@ -16,10 +16,15 @@
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as cancel from './cancel';
+import * as drain from './drain';
 import * as move from './move';
 import * as moves from './moves';
+import * as pause from './pause';
+import * as resume from './resume';
 import * as show from './show';
+import * as status from './status';
+import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, moves, show, cancel];
+export const COMMANDS: { register: Register }[] = [move, moves, show, cancel, status, pause, resume, drain, undrain];
