@@ -8,10 +8,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
-import type { Topology } from '../cluster/contract';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
-import { inFlightMoves } from '../workflows/rebalancer-rules';
+import { checkDrain, drainLeft, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
+import { inFlightMoves, recoveryPending } from '../workflows/rebalancer-rules';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -25,11 +25,27 @@ export interface RebalancerDeps {
   logger?: Logger;
 }
 
+/**
+ * What a tick needs to know, kept small: it is recorded in the workflow's history every tick, so the topology
+ * itself never is (the planner activity reads it again).
+ */
 export interface Snapshot {
-  topology: Topology;
   inFlight: InFlightMove[];
   /** The tracked moves that ended since they were started. */
   ended: EndedMove[];
+  /** Pending recoveries in words, or null. */
+  recoveryPending: string | null;
+  /** Nodes marked draining. */
+  draining: string[];
+  /** What is left on the node a drain empties, when asked for one. */
+  left: DrainLeft | null;
+}
+
+export interface PlanRequest {
+  inFlight: InFlightMove[];
+  cooldowns: PlanInput['cooldowns'];
+  now: number;
+  draining?: string[];
 }
 
 /** How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs. */
@@ -53,8 +69,8 @@ async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> 
 export function createRebalancerActivities(deps: RebalancerDeps) {
   const log = deps.logger?.child({ component: 'rebalancer' });
   return {
-    /** The topology, every move in flight as the planner counts it, and which tracked moves ended. */
-    async rebalancerSnapshot(tracked: TrackedMove[]): Promise<Snapshot> {
+    /** Every move in flight as the planner counts it, which tracked moves ended, and what blocks planning. */
+    async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string): Promise<Snapshot> {
       const [topology, budget, ends] = await Promise.all([
         deps.cluster.topology(),
         deps.cluster.syncBudget(),
@@ -62,11 +78,23 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       ]);
       const ended = ends.filter((e): e is EndedMove => e !== null);
       const endedRuns = new Set(ended.map((e) => e.runId));
-      return { topology, inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers), ended };
+      return {
+        inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers),
+        ended,
+        recoveryPending: recoveryPending(topology),
+        draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
+        left: drainedNode === undefined ? null : drainLeft(topology, drainedNode),
+      };
     },
 
-    async planMoves(input: PlanInput, config: PlannerConfig): Promise<Plan> {
-      const plan = deps.plan(input, config);
+    /** Whether the node can be drained at all, from a fresh topology. */
+    async checkNodeDrain(node: string): Promise<DrainCheck> {
+      return checkDrain(await deps.cluster.topology(), node);
+    },
+
+    /** The planner on a fresh topology (its own recovery pause and cooldowns included). */
+    async planMoves(request: PlanRequest, config: PlannerConfig): Promise<Plan> {
+      const plan = deps.plan({ ...request, topology: await deps.cluster.topology() }, config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
       return plan;
     },

@@ -18,9 +18,9 @@ import {
 } from '@temporalio/workflow';
 import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
 import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from './definitions';
-import { checkDrain, drainLeft, type DrainLeft } from './rebalancer-drain-rules';
-import { configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { pruneCooldowns, recordEnded, recoveryPending, selectStarts } from './rebalancer-rules';
+import type { DrainLeft } from './rebalancer-drain-rules';
+import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
+import { pruneCooldowns, recordEnded, selectStarts } from './rebalancer-rules';
 
 // The draining mark is a write: a normal activity, so its input is kept for retries.
 const { setNodeDraining } = proxyActivities<RebalancerActivities>({
@@ -56,13 +56,13 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
 
   /** Snapshot, forget the moves that ended, and count what is left on the node. */
   async function look(): Promise<Snapshot> {
-    const snapshot = await rebalancerSnapshot(state.inFlight);
+    const snapshot = await rebalancerSnapshot(state.inFlight, node);
     const now = Date.now();
     const ended = recordEnded(state.inFlight, snapshot.ended, state.cooldowns, state.moves, now, settings.planner);
     state.inFlight = ended.inFlight;
     state.moves = ended.counts;
     state.cooldowns = pruneCooldowns(ended.cooldowns, now);
-    left = drainLeft(snapshot.topology, node);
+    left = snapshot.left;
     return snapshot;
   }
 
@@ -70,13 +70,13 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     const snapshot = await look();
     if (left!.partitionsLeft === 0 && state.inFlight.length === 0) return true;
     state.phase = left!.ownedLeft > 0 ? 'handing_off' : 'moving_followers';
-    const pending = recoveryPending(snapshot.topology);
+    const pending = snapshot.recoveryPending;
     if (pending) {
       blockingReasons = [`waiting while a recovery is pending: ${pending}`];
       return false;
     }
     const now = Date.now();
-    const plan = await planMoves({ topology: snapshot.topology, inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, draining: [node] }, settings.planner);
+    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, draining: [node] }, settings.planner);
     // Owners first: while the node owns a partition, only handoffs off it start.
     const wanted = state.phase === 'handing_off' ? 'owner_handoff' : 'follower_move';
     const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(), (s) => s.from === node && s.op === wanted);
@@ -104,8 +104,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
 
   try {
     if (state.phase === 'marking') {
-      const topology = (await rebalancerSnapshot([])).topology;
-      const check = checkDrain(topology, node);
+      const check = await checkNodeDrain(node);
       if (!check.ok) {
         state.phase = 'refused';
         outcome = { status: 'refused', node, code: check.code, reason: check.message };

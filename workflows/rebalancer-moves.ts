@@ -11,7 +11,7 @@ import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from './search-
 
 // Reads and planning are local activities: reading again or planning again after a crash is harmless, and
 // neither needs a round trip through the server.
-export const { rebalancerSnapshot, planMoves, configuredSettings } = proxyLocalActivities<RebalancerActivities>({
+export const { rebalancerSnapshot, planMoves, configuredSettings, checkNodeDrain } = proxyLocalActivities<RebalancerActivities>({
   startToCloseTimeout: '60s',
   // Broker unreachable or restarting: keep trying.
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '15s' },

@@ -110,9 +110,10 @@ export interface Selection {
 }
 
 /**
- * The planned steps to start now: one reconfiguration per partition, the per-node and cluster transfer limits
- * counted over the moves in flight, and no step touching a node in `leaveAlone` (draining nodes, for the loop).
- * `keep` narrows the steps further (a drain keeps those off its node).
+ * The planned steps to start now: one reconfiguration per partition, the transfer limits counted over the moves
+ * in flight (per node on the receiving node, as the broker's sync budget counts a transfer; a handoff copies
+ * nothing), and no step touching a node in `leaveAlone` (draining nodes, for the loop). `keep` narrows the steps
+ * further (a drain keeps those off its node).
  */
 export function selectStarts(
   steps: Proposal[],
@@ -121,13 +122,12 @@ export function selectStarts(
   leaveAlone: ReadonlySet<string>,
   keep: (step: Proposal) => boolean = () => true,
 ): Selection {
-  const perNode = new Map<string, number>();
+  const inbound = new Map<string, number>();
   const busy = new Set<string>();
-  const count = (node: string | null) => node !== null && perNode.set(node, (perNode.get(node) ?? 0) + 1);
+  const count = (m: { op: Proposal['op']; to: string }) => m.op === 'follower_move' && inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
   for (const m of inFlight) {
     busy.add(m.partition);
-    count(m.from);
-    count(m.to);
+    count(m);
   }
   let cluster = inFlight.length;
   const start: Proposal[] = [];
@@ -139,9 +139,8 @@ export function selectStarts(
     if (busy.has(step.partition)) reason = `a reconfiguration of ${step.partition} is already in flight`;
     else if (touched.length > 0) reason = `${touched.join(' and ')} is draining: the rebalancer leaves it alone`;
     else if (cluster >= config.maxTransfersPerCluster) reason = `the cluster limit of ${config.maxTransfersPerCluster} moves in flight is reached`;
-    else {
-      const full = [step.from, step.to].find((n) => (perNode.get(n) ?? 0) >= config.maxTransfersPerNode);
-      if (full) reason = `${full} already has ${config.maxTransfersPerNode} moves in flight (the per-node limit)`;
+    else if (step.op === 'follower_move' && (inbound.get(step.to) ?? 0) >= config.maxTransfersPerNode) {
+      reason = `${step.to} already receives ${config.maxTransfersPerNode} copies (the per-node transfer limit)`;
     }
     if (reason) {
       skipped.push({ partition: step.partition, reason });
@@ -149,8 +148,7 @@ export function selectStarts(
     }
     start.push(step);
     busy.add(step.partition);
-    count(step.from);
-    count(step.to);
+    count(step);
     cluster++;
   }
   return { start, skipped };

@@ -18,7 +18,7 @@ import {
   type RebalancerStatus,
 } from './definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { checkOperatorNote, pruneCooldowns, recordEnded, recoveryPending, selectStarts } from './rebalancer-rules';
+import { checkOperatorNote, pruneCooldowns, recordEnded, selectStarts } from './rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
@@ -83,15 +83,14 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     if (state.paused) return;
 
     const base = { at: now, steps: [], started: [], skipped: [], spreadBefore: 0, spreadAfter: 0, mean: 0, threshold: settings.planner.threshold, planningMs: 0 };
-    const pending = recoveryPending(snapshot.topology);
+    const pending = snapshot.recoveryPending;
     if (pending) {
       state.lastPlan = { ...base, idleReason: `paused while a recovery is pending: ${pending}` };
       waitingFor = `the recovery to activate (${pending})`;
       return;
     }
-    const plan = await planMoves({ topology: snapshot.topology, inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now }, settings.planner);
-    const draining = new Set(snapshot.topology.nodes.filter((n) => n.draining).map((n) => n.id));
-    const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, draining);
+    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now }, settings.planner);
+    const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(snapshot.draining));
     const started: string[] = [];
     const skipped = [...selection.skipped];
     for (const step of selection.start) {

@@ -61,11 +61,12 @@ describe('recordEnded and cooldowns', () => {
 });
 
 describe('selectStarts: limits, one reconfiguration per partition, nodes left alone', () => {
-  it('keeps the per-node limit counting the moves in flight', () => {
+  it('keeps the per-node limit on the receiving node, counting the moves in flight; a handoff copies nothing', () => {
     const inFlight: InFlightMove[] = [{ partition: 'q-9', op: 'follower_move', from: 'n1', to: 'n4', bytesRemaining: 10 }];
-    const s = selectStarts([step('q-1', 'n2', 'n4'), step('q-2', 'n3', 'n4'), step('q-3', 'n3', 'n5')], inFlight, { ...limits, maxTransfersPerCluster: 10 }, new Set());
-    expect(s.start.map((p) => p.partition)).toEqual(['q-1', 'q-3']);
-    expect(s.skipped).toEqual([{ partition: 'q-2', reason: 'n4 already has 2 moves in flight (the per-node limit)' }]);
+    const steps = [step('q-1', 'n2', 'n4'), step('q-2', 'n3', 'n4'), step('q-3', 'n4', 'n5'), step('q-4', 'n4', 'n5'), step('q-5', 'n1', 'n4', 'owner_handoff')];
+    const s = selectStarts(steps, inFlight, { ...limits, maxTransfersPerCluster: 10 }, new Set());
+    expect(s.start.map((p) => p.partition)).toEqual(['q-1', 'q-3', 'q-4', 'q-5']);
+    expect(s.skipped).toEqual([{ partition: 'q-2', reason: 'n4 already receives 2 copies (the per-node transfer limit)' }]);
   });
   it('keeps the cluster limit', () => {
     const s = selectStarts([step('q-1', 'n1', 'n4'), step('q-2', 'n2', 'n5'), step('q-3', 'n3', 'n6'), step('q-4', 'n7', 'n8')], [], limits, new Set());
