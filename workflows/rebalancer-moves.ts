@@ -17,10 +17,10 @@ export const { rebalancerSnapshot, planMoves, configuredSettings, checkNodeDrain
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '15s' },
 });
 
-/** The workflow type and kind each planned operation runs as. */
-const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind }> = {
+/** The workflow type and kind each planned operation runs as; null: this build has no workflow for it yet. */
+const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind } | null> = {
   follower_move: { type: 'followerMoveV2', kind: 'follower-move' },
-  owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff' },
+  owner_handoff: null,
 };
 
 export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow> } | { skipped: string };
@@ -31,7 +31,9 @@ export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow>
  * the step is skipped and planned again from the next snapshot.
  */
 export async function startMove(step: Proposal, origin: MoveOrigin, now: number): Promise<Started> {
-  const { type, kind } = RUNS_AS[step.op];
+  const runsAs = RUNS_AS[step.op];
+  if (!runsAs) return { skipped: `no workflow runs ${step.op.replace('_', ' ')}s in this build yet` };
+  const { type, kind } = runsAs;
   const request: FollowerMoveRequest | HandoffRequest = { partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason };
   const workflowId = reconfigurationWorkflowId(step.partition);
   try {

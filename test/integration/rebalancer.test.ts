@@ -21,7 +21,7 @@ const SETTINGS: RebalancerSettings = {
   planner: { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 4, nodeCooldownMs: 1_000, partitionCooldownMs: 2_000 },
   tickMs: 500,
   // Small, so the loop continues as new during the file and carries its state across.
-  ticksPerRun: 25,
+  ticksPerRun: 10,
 };
 
 let cluster: TestCluster;
@@ -70,8 +70,11 @@ async function settled(what: string, timeoutMs = 150_000): Promise<{ topology: T
     what,
     async () => {
       const [topology, s] = await Promise.all([cluster.client.topology(), status()]);
-      const busy = topology.partitions.some((p) => p.learners.length > 0 || p.leaving || p.admission === 'closed' || p.pendingRecovery);
-      return !busy && s.inFlight.length === 0 && deviation(topology) <= SETTINGS.planner.threshold ? { topology, status: s } : undefined;
+      const busy = topology.partitions.filter((p) => p.learners.length > 0 || p.leaving || p.admission === 'closed' || p.pendingRecovery).map((p) => p.id);
+      const off = deviation(topology);
+      if (busy.length === 0 && s.inFlight.length === 0 && off <= SETTINGS.planner.threshold) return { topology, status: s };
+      // Thrown, so a timeout says why it never settled.
+      throw new Error(`busy ${busy.join(',') || '-'}; ${s.inFlight.length} in flight; deviation ${off.toFixed(3)}; last plan: ${s.lastPlan?.idleReason ?? 'started moves'}; skipped: ${JSON.stringify(s.lastPlan?.skipped ?? [])}`);
     },
     timeoutMs,
   );
