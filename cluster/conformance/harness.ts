@@ -14,6 +14,7 @@ import {
   type Fault,
   type GuardedWriteName,
   type GuardedWriteRequest,
+  type Node,
   type Partition,
   type PartitionView,
   type RefusalCode,
@@ -53,10 +54,19 @@ export function offers(ctx: SuiteContext, control: ControlName): boolean {
   return ctx.controls?.offered.includes(control) ?? false;
 }
 
-/** The record with the retained copies that expired by `now` left out: time alone removes them. */
-function settledRecord(view: PartitionView): Partition {
+/** What a write decides in a partition record: the record without what time alone changes. */
+export type SettledRecord = Omit<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'> & {
+  retainedCopies: Omit<Partition['retainedCopies'][number], 'bytesToCatchUp'>[];
+};
+
+/** The record without what time alone changes: retained copies that expired by `now`, measured sizes and rates. */
+function settledRecord(view: PartitionView): SettledRecord {
   const now = view.progress.now;
-  return { ...view.partition, retainedCopies: view.partition.retainedCopies.filter((c) => c.retainedUntil > now) };
+  const { historyBytes: _h, publishRate: _p, deliveryRate: _d, retainedCopies, ...rest } = view.partition;
+  return {
+    ...rest,
+    retainedCopies: retainedCopies.filter((c) => c.retainedUntil > now).map(({ bytesToCatchUp: _b, ...c }) => c),
+  };
 }
 
 /** Guarded writes a wall-clock broker may refuse because it moved on between our read and our write. */
@@ -105,6 +115,11 @@ export class Harness {
 
   async record(id: string): Promise<Partition> {
     return (await this.client.partition(id)).partition;
+  }
+
+  /** The record as far as writes decide it, to check that something changed nothing. */
+  async settledRecord(id: string): Promise<SettledRecord> {
+    return settledRecord(await this.client.partition(id));
   }
 
   /** The broker's own time (wall or stepped milliseconds), from a contract read. */
@@ -236,6 +251,13 @@ export class Harness {
         await this.client.fault({ ...f, draining: false });
       });
     }
+  }
+
+  /** Mark a node draining through the contract (or clear the mark); cleanup() clears a mark this case set. */
+  async setDraining(node: string, draining: boolean, reason?: string): Promise<Node> {
+    const reply = await this.client.setDraining(node, draining, reason);
+    if (draining) this.undo.push(async () => void (await this.client.setDraining(node, false)));
+    return reply;
   }
 
   async publish(partition: string, count: number): Promise<{ firstOffset: number; nextOffset: number }> {
@@ -431,7 +453,7 @@ export class Harness {
 
   /** A plain HTTP request, for the replies the typed client treats as errors (404, 400, 422). */
   async raw(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'PUT',
     path: string,
     body?: string,
     contentType: string | null = 'application/json',
