@@ -17,6 +17,7 @@ import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as cancel from './cancel';
 import * as drain from './drain';
+import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
 import * as pause from './pause';
@@ -27,4 +28,4 @@ import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, moves, show, cancel, status, pause, resume, drain, undrain];
+export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel, status, pause, resume, drain, undrain];
