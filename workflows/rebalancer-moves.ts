@@ -17,10 +17,10 @@ export const { rebalancerSnapshot, planMoves, configuredSettings, checkNodeDrain
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '15s' },
 });
 
-/** The workflow type and kind each planned operation runs as; null: this build has no workflow for it yet. */
-const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind } | null> = {
+/** The workflow type and kind each planned operation runs as. */
+const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind }> = {
   follower_move: { type: 'followerMoveV2', kind: 'follower-move' },
-  owner_handoff: null,
+  owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff' },
 };
 
 export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow> } | { skipped: string };
@@ -31,9 +31,7 @@ export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow>
  * the step is skipped and planned again from the next snapshot.
  */
 export async function startMove(step: Proposal, origin: MoveOrigin, now: number): Promise<Started> {
-  const runsAs = RUNS_AS[step.op];
-  if (!runsAs) return { skipped: `no workflow runs ${step.op.replace('_', ' ')}s in this build yet` };
-  const { type, kind } = runsAs;
+  const { type, kind } = RUNS_AS[step.op];
   const request: FollowerMoveRequest | HandoffRequest = { partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason };
   const workflowId = reconfigurationWorkflowId(step.partition);
   try {
