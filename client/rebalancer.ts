@@ -111,9 +111,12 @@ export async function drainStatus(client: Client, node: string): Promise<DrainSt
   }
 }
 
-/** A drain's outcome however it ended: returned when completed, in the failure's details when refused or cancelled. */
+/**
+ * A drain's outcome however it ended: returned when completed, in the failure's details when refused, and from
+ * its status when cancelled (Temporal keeps no details for a cancelled workflow).
+ */
 export async function drainOutcome(handle: WorkflowHandle): Promise<DrainOutcome | null> {
-  return (await outcomeOf(handle)) as DrainOutcome | null;
+  return ((await outcomeOf(handle)) as DrainOutcome | null) ?? (await handle.query(drainStatusQuery)).outcome;
 }
 
 /**

@@ -143,7 +143,8 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
       state.phase = 'cancelled';
       blockingReasons = [];
       outcome = { status: 'cancelled', node, reason: 'the drain was cancelled (undrain)', moves: moveCount() };
-      throw new CancelledFailure(outcome.reason, [outcome]);
+      // Ends Canceled in Temporal; the outcome stays in the status query.
+      throw new CancelledFailure(outcome.reason);
     });
   }
 }

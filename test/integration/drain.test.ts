@@ -114,7 +114,9 @@ describe('drain', () => {
 
   it('undrain cancels a drain: no new move starts, the move in flight ends, the mark is cleared', async () => {
     const before = await copiesOn('n2');
-    const handle = await startDrain(ctx(), { node: 'n2', by: 'bob', reason: 'maybe', settings });
+    // One move at a time, so the drain is cancelled with most of n2 still on it.
+    const oneAtATime = { ...settings, planner: { ...settings.planner, maxTransfersPerNode: 1, maxTransfersPerCluster: 1 } };
+    const handle = await startDrain(ctx(), { node: 'n2', by: 'bob', reason: 'maybe', settings: oneAtATime });
     // Hold the first move off n2 before its swap, so the cancel finds it in flight.
     const move = await eventually('a move off n2 catching up', async () => {
       const s = await handle.query('drainStatus') as DrainStatus;
@@ -127,7 +129,8 @@ describe('drain', () => {
     const undrained = undrain({ client, cluster: cluster.client }, 'n2', 'not now');
     const finishing = await eventually('the drain waiting for its moves', async () => {
       const s = await drainStatus(client, 'n2');
-      return s.phase === 'finishing_moves' && s.blockingReasons.length > 0 ? s : undefined;
+      if (s.phase === 'finishing_moves' && s.blockingReasons.length > 0) return s;
+      throw new Error(`phase ${s.phase}, blocked on ${s.blockingReasons.join('; ') || '-'}, ${s.inFlight.length} in flight`);
     });
     expect(finishing.blockingReasons[0]).toMatch(/waiting for .*reconfigure-q-4\d\d.* to end/);
     const started = finishing.moves.started;
@@ -138,7 +141,7 @@ describe('drain', () => {
     expect(final.moves.started).toBe(started);
     expect(final.inFlight).toEqual([]);
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
+    expect((await copiesOn('n2')).length).toBeGreaterThanOrEqual(before.length - final.moves.completed);
     expect((await copiesOn('n2')).length).toBeGreaterThan(0);
-    expect(before.length).toBeGreaterThan(0);
   });
 });
