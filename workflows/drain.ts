@@ -18,9 +18,9 @@ import {
 } from '@temporalio/workflow';
 import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
 import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from './definitions';
-import type { DrainLeft } from './rebalancer-drain-rules';
+import { drainStarts, type DrainLeft } from './rebalancer-drain-rules';
 import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { pruneCooldowns, recordEnded, selectStarts } from './rebalancer-rules';
+import { pruneCooldowns, recordEnded } from './rebalancer-rules';
 
 // The draining mark is a write: a normal activity, so its input is kept for retries.
 const { setNodeDraining } = proxyActivities<RebalancerActivities>({
@@ -77,9 +77,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     }
     const now = Date.now();
     const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, draining: [node] }, settings.planner);
-    // Owners first: while the node owns a partition, only handoffs off it start.
-    const wanted = state.phase === 'handing_off' ? 'owner_handoff' : 'follower_move';
-    const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(), (s) => s.from === node && s.op === wanted);
+    const selection = drainStarts(plan.steps, snapshot.inFlight, settings.planner, node, state.phase === 'handing_off');
     const started: string[] = [];
     const skipped = [...selection.skipped];
     for (const s of selection.start) {
@@ -96,7 +94,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
         () => (wake = true),
       );
     }
-    const idleReason = started.length > 0 || state.inFlight.length > 0 ? null : (plan.idleReason ?? `the planner proposed no ${wanted.replace('_', ' ')} off ${node}`);
+    const idleReason = started.length > 0 || state.inFlight.length > 0 ? null : (plan.idleReason ?? `the planner proposed no ${state.phase === 'handing_off' ? 'owner handoff' : 'follower move'} off ${node}`);
     lastPlan = { at: now, steps: plan.steps, started, skipped, idleReason, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, threshold: plan.threshold, planningMs: plan.planningMs };
     blockingReasons = [...(idleReason ? [idleReason] : []), ...new Set(skipped.map((s) => s.reason))];
     return false;

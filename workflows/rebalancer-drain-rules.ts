@@ -3,7 +3,8 @@
  * somewhere to go, every partition it owns has a follower to hand off to) and how much is left.
  */
 import type { Topology } from '../cluster/contract';
-import { holders } from './rebalancer-rules';
+import type { InFlightMove, PlannerConfig, Proposal } from '../planner/types';
+import { holders, selectStarts, type Selection } from './rebalancer-rules';
 
 export type DrainCheck = { ok: true } | { ok: false; code: 'unknown_node' | 'not_enough_room' | 'no_follower'; message: string };
 
@@ -73,4 +74,19 @@ export function drainLeft(topology: Topology, node: string): DrainLeft {
     ownedLeft: held.filter((p) => p.owner === node).length,
     bytesLeft: held.reduce((sum, p) => sum + p.historyBytes, 0),
   };
+}
+
+/**
+ * The drain's steps to start now: only steps off its node, owners first (while the node owns a partition only
+ * handoffs start, then only follower moves), under the same limits as the loop.
+ */
+export function drainStarts(
+  steps: Proposal[],
+  inFlight: InFlightMove[],
+  config: Pick<PlannerConfig, 'maxTransfersPerNode' | 'maxTransfersPerCluster'>,
+  node: string,
+  ownsSome: boolean,
+): Selection {
+  const wanted: Proposal['op'] = ownsSome ? 'owner_handoff' : 'follower_move';
+  return selectStarts(steps, inFlight, config, new Set(), (s) => s.from === node && s.op === wanted);
 }

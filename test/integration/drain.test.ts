@@ -107,6 +107,7 @@ describe('drain', () => {
     for (let i = 1; i < left.length; i++) expect(left[i]!).toBeLessThanOrEqual(left[i - 1]!);
     const phases = seen.map((s) => s.phase);
     expect(phases.lastIndexOf('handing_off')).toBeLessThan(phases.indexOf('moving_followers'));
+    for (const s of seen.filter((x) => x.phase === 'handing_off')) expect(s.inFlight.filter((m) => m.op === 'follower_move')).toEqual([]);
 
     expect(await undrain({ client, cluster: cluster.client }, 'n1', 'back in service')).toBeNull();
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!.draining).toBe(false);

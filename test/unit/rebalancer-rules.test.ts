@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Node, Partition, Topology } from '../../cluster/contract';
 import type { InFlightMove, Proposal } from '../../planner/types';
 import type { TrackedMove } from '../../workflows/definitions';
-import { checkDrain, drainLeft } from '../../workflows/rebalancer-drain-rules';
+import { checkDrain, drainLeft, drainStarts } from '../../workflows/rebalancer-drain-rules';
 import { checkOperatorNote, inFlightMoves, pruneCooldowns, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
@@ -150,5 +150,15 @@ describe('drainLeft', () => {
       partition('q-3', 'n2', ['n3']),
     ]);
     expect(drainLeft(t, 'n1')).toEqual({ partitionsLeft: 2, ownedLeft: 1, bytesLeft: 1050 });
+  });
+});
+
+describe('drainStarts: owners first, only steps off the drained node', () => {
+  const steps = [step('q-1', 'n1', 'n4'), step('q-2', 'n1', 'n2', 'owner_handoff'), step('q-3', 'n2', 'n4'), step('q-4', 'n1', 'n5')];
+  it('while the node owns a partition, only handoffs off it start', () => {
+    expect(drainStarts(steps, [], { ...limits, maxTransfersPerCluster: 10 }, 'n1', true).start.map((p) => p.partition)).toEqual(['q-2']);
+  });
+  it('then only follower moves off it', () => {
+    expect(drainStarts(steps, [], { ...limits, maxTransfersPerCluster: 10 }, 'n1', false).start.map((p) => p.partition)).toEqual(['q-1', 'q-4']);
   });
 });
