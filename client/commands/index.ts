@@ -16,14 +16,19 @@
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as cancel from './cancel';
+import * as drain from './drain';
 import * as grow from './grow';
 import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
+import * as pause from './pause';
 import * as plan from './plan';
 import * as replace from './replace';
+import * as resume from './resume';
 import * as show from './show';
+import * as status from './status';
+import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, moves, show, cancel, plan];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, moves, show, cancel, status, pause, resume, plan];
