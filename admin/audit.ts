@@ -74,3 +74,13 @@ export class AuditLog {
 export function auditFile(dataDir: string): string {
   return path.join(dataDir, 'audit.db');
 }
+
+/** For the CLI: record one action in the data directory's audit log (the file the admin API reads). */
+export function recordAction(dataDir: string, action: AuditAction): AuditEntry {
+  const log = new AuditLog(auditFile(dataDir));
+  try {
+    return log.record(action);
+  } finally {
+    log.close();
+  }
+}

@@ -56,5 +56,4 @@ export const AuditQuery = z
 /** Who is acting, from the X-Operator header; the source when absent. */
 export const Operator = z
   .string()
-  .regex(/^[\w.@ -]{1,100}$/, 'an operator name: 1-100 letters, digits, spaces and . @ - _')
-  .optional();
+  .regex(/^[\w.@ -]{1,100}$/, 'an operator name: 1-100 letters, digits, spaces and . @ - _');

@@ -37,6 +37,8 @@ export interface AdminOptions {
 
 export interface RunningAdmin {
   url: string;
+  /** Every route served, as `GET /api/moves/:partition`: what the OpenAPI document must list. */
+  routes: string[];
   close(): Promise<void>;
 }
 
@@ -139,6 +141,10 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   };
 
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
+  const served: string[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) if (method !== 'HEAD') served.push(`${method} ${r.url}`);
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
@@ -184,7 +190,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   /** Runs one operator action, recording it with its outcome whatever the outcome. */
   const act = async <T>(req: FastifyRequest, action: string, target: string | null, params: Record<string, unknown>, reason: string, run: (by: Requester) => Promise<T>): Promise<T> => {
     const source: AuditSource = req.headers['x-admin-source'] === 'dashboard' ? 'dashboard' : 'api';
-    const actor = parse(Operator, req.headers['x-operator'], 'header X-Operator') ?? source;
+    const named = req.headers['x-operator'];
+    const actor = named === undefined ? source : parse(Operator, named, 'header X-Operator');
     const record = (outcome: string) => audit.record({ actor, source, action, target, params, reason, outcome });
     try {
       const result = await run({ actor, reason });
@@ -355,6 +362,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   const port = typeof address === 'object' && address ? address.port : options.port;
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    routes: served,
     close: () => app.close(),
   };
 }
