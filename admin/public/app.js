@@ -60,7 +60,7 @@ async function act(path, body) {
   const res = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body) });
   const reply = await res.json().catch(() => ({}));
   if (!res.ok) show('error', `refused (${reply.error ?? res.status}): ${reply.message ?? res.statusText}`);
-  else show('ok', `${path.replace('/api/', '')}: done`);
+  else show('ok', `${path.replace('/api/', '')}: ${res.status === 202 ? 'started' : 'done'}`);
   await refresh();
   return res.ok;
 }
