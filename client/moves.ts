@@ -5,6 +5,7 @@
  */
 import {
   WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
   WorkflowIdConflictPolicy,
   WorkflowNotFoundError,
   WorkflowIdReusePolicy,
@@ -12,9 +13,10 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
-import type { Partition } from '../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus } from '../workflows/definitions';
+import type { Partition, Topology } from '../cluster/contract';
+import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
 import { checkFollowerMove } from '../workflows/follower-move-rules';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
 import type { followerMove } from '../workflows/follower-move';
@@ -83,6 +85,18 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw await alreadyRunning(ctx.client, partition, workflowId);
     throw err;
   }
+}
+
+/** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
+export function exampleMove(topology: Topology): string | null {
+  for (const p of topology.partitions) {
+    if (inFlight(p)) continue;
+    for (const from of p.followers) {
+      const to = topology.nodes.find((n) => checkFollowerMove(p, topology.nodes, from, n.id).ok);
+      if (to) return `rebalancer move ${p.id} --from ${from} --to ${to.id} --wait`;
+    }
+  }
+  return null;
 }
 
 /**
@@ -169,12 +183,14 @@ export async function showMove(client: Client, partition: string, cluster?: Pick
   }
   const running = description.status.name === 'RUNNING';
   const status = await handle.query(statusQuery).catch(() => null);
-  const outcome = running ? null : await handle.result().catch(() => null);
+  const outcome = running ? null : await outcomeOf(handle).catch(() => null);
   return { workflowId, runId: description.runId, running, status, outcome: outcome ?? status?.outcome ?? null };
 }
 
 export interface EndedMove {
   workflowId: string;
+  /** From the `RebalanceKind` search attribute. */
+  kind: ReconfigurationKind | null;
   partition: string;
   from: string | null;
   to: string | null;
@@ -197,12 +213,10 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
   return Promise.all(
     ended.map(async (wf) => {
       const attrs = wf.typedSearchAttributes;
-      const outcome = await client.workflow
-        .getHandle<typeof followerMove>(wf.workflowId, wf.runId)
-        .result()
-        .catch(() => null);
+      const outcome = await outcomeOf(client.workflow.getHandle(wf.workflowId, wf.runId)).catch(() => null);
       return {
         workflowId: wf.workflowId,
+        kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
         partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
         from: attrs.get(SourceKey) ?? null,
         to: attrs.get(TargetKey) ?? null,
@@ -212,6 +226,23 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
       };
     }),
   );
+}
+
+/**
+ * How a reconfiguration ended, whatever its workflow type: the legacy `followerMove` returns its outcome in every
+ * case; the types built on the step library return it when completed, carry it as details[0] of the
+ * CancelledFailure when cancelled and of the ApplicationFailure (typed by the code) when aborted. Null when the
+ * workflow ended without one (terminated, timed out). Waits for a running workflow to end.
+ */
+export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome | null> {
+  try {
+    return (await handle.result()) as MoveOutcome;
+  } catch (err) {
+    if (!(err instanceof WorkflowFailedError)) throw err;
+    const { cause } = err;
+    if (cause instanceof CancelledFailure || cause instanceof ApplicationFailure) return (cause.details?.[0] as MoveOutcome | undefined) ?? null;
+    return null;
+  }
 }
 
 /** The phases a move entered, in order, from its history (each phase change is a search-attribute upsert). */

@@ -12,6 +12,7 @@ import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import { exitOnConfigError, loadEnv, temporalSettings } from '../worker/config';
 import { createLogger, installRuntimeLogger } from '../worker/logger';
+import { exampleMove } from '../client/moves';
 import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
@@ -23,7 +24,7 @@ const env = (() => {
     return exitOnConfigError(err);
   }
 })();
-const logger = createLogger(env.LOG_LEVEL, 'start');
+const logger = createLogger(env.LOG_LEVEL, 'start', env.LOG_FORMAT);
 installRuntimeLogger(logger);
 const dataDir = path.resolve(PROJECT_ROOT, env.DATA_DIR);
 
@@ -181,7 +182,7 @@ try {
       `  Temporal UI:        ${ui}\n` +
       `  Temporal server:    ${address} (namespace ${env.TEMPORAL_NAMESPACE}, task queue ${env.TEMPORAL_TASK_QUEUE})\n` +
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
-      `  try:                npx rebalancer move q-0 --from n2 --to n4 --wait\n` +
+      `  try:                npx ${exampleMove(await new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }).topology()) ?? 'rebalancer moves'}\n` +
       `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid}\n\n`,
   );
   await running;

@@ -31,6 +31,7 @@ export const EnvSchema = z.object({
   CLUSTER_PORT: z.coerce.number().int().min(1).max(65535).default(7380),
   DATA_DIR: z.string().min(1).default('.data'),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
 });
 export type Env = z.infer<typeof EnvSchema>;
 

@@ -1,9 +1,39 @@
 /** One pino logger for the process; the Temporal runtime's own logs are routed into it. */
 import { DefaultLogger, Runtime, makeTelemetryFilterString, type LogLevel, type LogMetadata } from '@temporalio/worker';
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 
-export function createLogger(level: string, name = 'rebalancer'): Logger {
-  return pino({ name, level });
+/** `json`: pino's lines, for log collectors; `pretty`: one readable line per entry, for people at a terminal. */
+export type LogFormat = 'json' | 'pretty';
+
+/** Readable lines on a terminal, pino's JSON otherwise (a file, a pipe, a service manager); LOG_FORMAT overrides. */
+export function createLogger(level: string, name = 'rebalancer', format: LogFormat = process.stdout.isTTY ? 'pretty' : 'json'): Logger {
+  return format === 'pretty' ? pino({ name, level }, prettyDestination((line) => process.stdout.write(line))) : pino({ name, level });
+}
+
+const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+/** What pino adds to every entry that the pretty line shows in its own place, or not at all. */
+const SHOWN_APART = new Set(['level', 'time', 'name', 'msg', 'pid', 'hostname']);
+
+function plainValue(value: unknown): string {
+  if (typeof value === 'string') return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value);
+  return JSON.stringify(value);
+}
+
+/** Formats one pino JSON entry as `HH:MM:SS LEVEL name: message key=value ...`. */
+export function prettyLine(json: string): string {
+  const entry = JSON.parse(json) as Record<string, unknown>;
+  const time = new Date(entry.time as number).toISOString().slice(11, 19);
+  const level = (LEVEL_NAMES[entry.level as number] ?? String(entry.level)).padEnd(5);
+  const err = entry.err as { message?: string; stack?: string } | undefined;
+  const fields = Object.entries(entry)
+    .filter(([key]) => !SHOWN_APART.has(key) && !(key === 'err' && typeof err === 'object'))
+    .map(([key, value]) => `${key}=${plainValue(value)}`);
+  const errText = err && typeof err === 'object' ? `\n  ${err.stack ?? err.message}` : '';
+  return `${time} ${level} ${entry.name ? `${String(entry.name)}: ` : ''}${String(entry.msg ?? '')}${fields.length ? ' ' + fields.join(' ') : ''}${errText}\n`;
+}
+
+function prettyDestination(write: (line: string) => void): DestinationStream {
+  return { write: (chunk: string) => write(prettyLine(chunk)) };
 }
 
 const toPino: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {

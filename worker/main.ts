@@ -13,7 +13,7 @@ const env = (() => {
     return exitOnConfigError(err);
   }
 })();
-const logger = createLogger(env.LOG_LEVEL);
+const logger = createLogger(env.LOG_LEVEL, 'rebalancer', env.LOG_FORMAT);
 installRuntimeLogger(logger);
 const w = await createRebalancerWorker({
   temporal: temporalSettings(env, env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`),

@@ -14,6 +14,8 @@ export interface FollowerMoveRequest {
   /** T: the node that receives the copy. */
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   /** Overrides of the move's timing; defaults in follower-move.ts. */
   timing?: Partial<MoveTiming>;
 }
@@ -32,6 +34,8 @@ export interface HandoffRequest {
   /** D: the follower that becomes owner. */
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   quietPoint?: Partial<QuietPoint>;
   timing?: Partial<MoveTiming>;
 }
@@ -54,6 +58,8 @@ export interface OwnerMoveRequest {
   /** The follower whose copy moves to T first; the workflow picks one when absent (and says which). */
   via?: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   quietPoint?: Partial<QuietPoint>;
   timing?: Partial<MoveTiming>;
 }
@@ -63,6 +69,8 @@ export interface GrowRequest {
   partition: string;
   to: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   timing?: Partial<MoveTiming>;
 }
 
@@ -72,6 +80,8 @@ export interface ReplaceRequest {
   lost: string;
   with: string;
   origin: MoveOrigin;
+  /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
+  reason?: string;
   timing?: Partial<MoveTiming>;
 }
 

@@ -1,14 +1,16 @@
 /**
  * The CLI as a new user meets it, run in-process against the real dev server and a reference cluster: exit
- * codes, --json for refusals, unreachable servers, `show` without a move, moves refused up front, --wait's
- * lines, ended moves in `moves`, --version.
+ * codes, --json for refusals and bad usage, unreachable servers, `show` without a move, moves refused up front,
+ * --wait's lines, ended moves in `moves`, --version, --help with examples, a move's whole life through the CLI
+ * (started with a reason, listed, watched, shown, cancelled) and how cancelled and aborted moves read afterwards.
  */
 import net from 'node:net';
 import fs from 'node:fs';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
-import { connectClient, pickMove, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { buildCli } from '../../client/cli';
+import { connectClient, eventually, pickMove, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -41,6 +43,38 @@ async function cli(...argv: string[]): Promise<{ code: number; out: string; err:
   let err = '';
   const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
   return { code, out, err };
+}
+
+/** Runs `moves --watch` (not on a terminal) until `enough(output)`, then stops it as Ctrl-C would. */
+async function watchUntil(enough: (out: string) => boolean, ...argv: string[]): Promise<{ code: number; out: string }> {
+  const stop = new AbortController();
+  let out = '';
+  const running = runCli(['moves', '--watch', ...argv], {
+    out: (t) => {
+      out += t;
+      if (enough(out)) stop.abort();
+    },
+    err: (t) => void (out += t),
+    signal: stop.signal,
+  });
+  const timer = setTimeout(() => stop.abort(), 60_000);
+  const code = await running;
+  clearTimeout(timer);
+  return { code, out };
+}
+
+/** A move of `partition` started through the CLI whose learner cannot copy, so it waits in catching_up. */
+async function heldMove(partition: string, reason: string) {
+  const { from, to } = await pickMove(cluster.client, partition);
+  await cluster.client.fault({ fault: 'stall-transfer', partition, node: to, stalled: true });
+  const started = await cli('move', partition, '--from', from, '--to', to, '--reason', reason, '--json');
+  expect(started.code, started.err).toBe(0);
+  expect(json(started.out)).toEqual({ started: true, workflowId: `reconfigure-${partition}`, kind: 'follower-move', partition, from, to });
+  await eventually(`${partition} catching up`, async () => {
+    const shown = JSON.parse((await cli('show', partition, '--json')).out) as { status?: { phase: string } };
+    return shown.status?.phase === 'catching_up' ? true : undefined;
+  });
+  return { from, to };
 }
 
 /** stdout of a --json run must be exactly one JSON object. */
@@ -150,5 +184,96 @@ describe('rebalancer CLI', () => {
     const { ended } = json(listed.out) as { ended: { partition: string; from: string; to: string; outcome: { status: string } }[] };
     expect(ended).toContainEqual(expect.objectContaining({ partition: 'q-100', from, to, outcome: expect.objectContaining({ status: 'completed' }) }));
     expect((await cli('moves')).out).toMatch(/recently ended:[\s\S]*q-100 .*completed: q-100/);
+  });
+
+  it('every command has --help with an example, --json, and --reason when it acts; rebalancer --help documents the exit codes', async () => {
+    const top = await cli('--help');
+    expect(top.code).toBe(0);
+    expect(top.out).toMatch(/Exit status:\s+0\s+done\s+1\s+refused.*\s+2\s+bad usage or configuration\s+3\s+a server/);
+    const names = buildCli({ out: () => {}, err: () => {} }).commands.map((c) => c.name());
+    for (const name of names) {
+      const help = await cli(name, '--help');
+      expect(help.code, name).toBe(0);
+      expect(help.out, name).toMatch(new RegExp(`Examples?:\\n  \\$ rebalancer ${name}\\b`));
+      expect(help.out, name).toContain('--json');
+    }
+    for (const action of ['move', 'cancel']) expect((await cli(action, '--help')).out).toContain('--reason <text>');
+  });
+
+  it('bad usage exits 2 naming the argument and what is expected, as JSON too with --json', async () => {
+    const recent = await cli('moves', '--recent', '0', '--json');
+    expect(recent.code).toBe(2);
+    expect(json(recent.out)).toMatchObject({ ok: false, code: 'bad_usage', message: 'invalid --recent "0": expected a whole number of at least 1' });
+    const reason = await cli('cancel', 'q-106', '--reason', ' ', '--json');
+    expect(reason.code).toBe(2);
+    expect(json(reason.out)).toMatchObject({ ok: false, code: 'bad_usage', message: expect.stringMatching(/invalid --reason for cancel q-106: expected a few words/) });
+    const missing = await cli('move', 'q-106', '--to', 'n2', '--json');
+    expect(missing.code).toBe(2);
+    expect(json(missing.out)).toMatchObject({ ok: false, code: 'bad_usage', message: expect.stringContaining("'--from <node>' not specified") });
+    const id = await cli('show', 'not a partition', '--json');
+    expect(id.code).toBe(2);
+    expect(json(id.out)).toMatchObject({ ok: false, code: 'bad_usage', message: expect.stringContaining('invalid partition "not a partition"') });
+  });
+
+  it('a running move through the CLI: its reason reaches the workflow; moves, --watch and show list it; cancel ends it', async () => {
+    const partition = 'q-106';
+    const { from, to } = await heldMove(partition, 'spread load (cli test)');
+    const handle = client.workflow.getHandle(`reconfigure-${partition}`);
+    const { events } = await handle.fetchHistory();
+    const input = events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!.data!;
+    expect(JSON.parse(Buffer.from(input).toString('utf8'))).toMatchObject({ partition, from, to, reason: 'spread load (cli test)' });
+
+    const listed = await cli('moves', '--json');
+    expect(listed.code).toBe(0);
+    const { running } = json(listed.out) as { running: { partition: string; kind: string; phase: string }[] };
+    expect(running).toContainEqual(expect.objectContaining({ partition, kind: 'follower-move', from, to, phase: 'catching_up' }));
+    expect((await cli('moves')).out).toMatch(new RegExp(`${partition} +follower-move +${from}->${to} +catching_up`));
+
+    const line = new RegExp(`^${partition} follower-move ${from}->${to} \\d+% catching_up`, 'm');
+    const watched = await watchUntil((out) => line.test(out));
+    expect(watched.code).toBe(0);
+    expect(watched.out).toMatch(line);
+    const watchedJson = await watchUntil((out) => out.includes(`"partition":"${partition}"`), '--json');
+    expect(watchedJson.code).toBe(0);
+    const first = watchedJson.out.trim().split('\n').map((l) => JSON.parse(l) as { running: { partition: string }[] });
+    expect(first.at(-1)!.running).toContainEqual(expect.objectContaining({ partition }));
+
+    const shown = await cli('show', partition);
+    expect(shown.out).toMatch(new RegExp(`move: +follower-move ${from} -> ${to} \\(operator\\)[\\s\\S]*phase: +catching_up`));
+
+    const cancelled = await cli('cancel', partition, '--reason', 'wrong target', '--json');
+    expect(cancelled.code, cancelled.err).toBe(0);
+    expect(json(cancelled.out)).toMatchObject({ partition, kind: 'follower-move' });
+    await eventually(`${partition} ended`, async () => ((await cli('show', partition, '--json')).out.includes('"running":false') ? true : undefined));
+    expect(json((await cli('show', partition, '--json')).out)).toMatchObject({ running: false, outcome: { status: 'cancelled', reason: 'wrong target' } });
+    expect((await cli('show', partition)).out).toContain('outcome:        cancelled: wrong target');
+    await cluster.client.fault({ fault: 'stall-transfer', partition, node: to, stalled: false });
+
+    // Ended moves leave the live view (other files' moves may be running on the shared server).
+    const after = await watchUntil((out) => out.length > 0);
+    expect(after.out).not.toMatch(line);
+  });
+
+  // Last: it crashes a node, which other tests' partitions may live on.
+  it('moves --recent says how each move ended: completed, cancelled, aborted with its code', async () => {
+    const partition = 'q-107';
+    const { to } = await heldMove(partition, 'cli test of an abort');
+    await cluster.client.fault({ fault: 'crash-node', node: to });
+    await eventually(`${partition} aborted`, async () => ((await cli('show', partition, '--json')).out.includes('"running":false') ? true : undefined));
+    await cluster.client.fault({ fault: 'restart-node', node: to });
+
+    type Ended = { partition: string; kind: string; outcome: { status: string; code?: string; reason?: string } | null };
+    const ended = await eventually('both ended moves listed', async () => {
+      const r = await cli('moves', '--recent', '100', '--json');
+      const list = (json(r.out) as { ended: Ended[] }).ended;
+      return ['q-100', 'q-106', 'q-107'].every((p) => list.some((m) => m.partition === p)) ? list : undefined;
+    });
+    const of = (p: string) => ended.find((m) => m.partition === p)!;
+    expect(of('q-100')).toMatchObject({ kind: 'follower-move', outcome: { status: 'completed' } });
+    expect(of('q-106')).toMatchObject({ kind: 'follower-move', outcome: { status: 'cancelled', reason: 'wrong target' } });
+    expect(of('q-107')).toMatchObject({ kind: 'follower-move', outcome: { status: 'aborted', code: 'target_down' } });
+    const text = (await cli('moves', '--recent', '100')).out;
+    expect(text).toMatch(/q-106 +follower-move .*cancelled: wrong target/);
+    expect(text).toMatch(/q-107 +follower-move .*aborted \(target_down\): /);
   });
 });

@@ -1,0 +1,25 @@
+/**
+ * The registry: every `rebalancer` command, one module each.
+ *
+ * How to add a command:
+ * 1. Create `client/commands/<name>.ts` exporting `register(program: Command, deps: CommandDeps): void`.
+ * 2. In it, `defineCommand(program, '<name>', { description, examples, action? })` from ../output: it adds `--json`
+ *    and, for an action (anything that changes the cluster), `--reason <text>`, and puts the examples in --help.
+ *    Add the arguments, then `.action(...)`: check arguments with `parseId`/`positiveInt`/`usageError` (exit 2),
+ *    pass the reason through `recordAction`, talk to servers inside `withConnection(deps, ...)`, print with
+ *    `print` (one JSON line with --json) and follow a started workflow with `followMove` for `--wait`.
+ * 3. Refuse with `MoveRefused` from ../moves (exit 1, `{ ok: false, code, message }` with --json); a server that does
+ *    not answer throws `Unreachable` (exit 3); cli.ts maps both. Set `deps.result.exitCode = EXIT.refused` when the
+ *    command ran but did not succeed.
+ * 4. Add one line to COMMANDS below (the order is the order in `rebalancer --help`).
+ */
+import type { Command } from 'commander';
+import type { CommandDeps } from '../output';
+import * as cancel from './cancel';
+import * as move from './move';
+import * as moves from './moves';
+import * as show from './show';
+
+export type Register = (program: Command, deps: CommandDeps) => void;
+
+export const COMMANDS: { register: Register }[] = [move, moves, show, cancel];

@@ -1,0 +1,61 @@
+import type { Command } from 'commander';
+import { formatBytes } from '../../workflows/format';
+import { listMoves, recentMoves, type EndedMove } from '../moves';
+import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps } from '../output';
+import { watchMoves } from '../watch';
+
+function endedRow(m: EndedMove): string[] {
+  const outcome = m.outcome ? outcomeLine(m.outcome) : m.executionStatus.toLowerCase();
+  return [m.partition, m.kind ?? '-', moveLabel(m.from, m.to), m.closedAt ?? '-', outcome];
+}
+
+/** Aborted by Ctrl-C, which then ends the watch instead of the process. */
+function untilInterrupted(): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  process.once('SIGINT', abort);
+  return { signal: controller.signal, release: () => process.off('SIGINT', abort) };
+}
+
+export function register(program: Command, deps: CommandDeps): void {
+  defineCommand(program, 'moves', {
+    description:
+      'list every reconfiguration in progress (phase, bytes remaining, blocking reason) and how the most recent ones ended; ' +
+      '--watch follows the running ones live',
+    examples: ['rebalancer moves --recent 20', 'rebalancer moves --watch'],
+  })
+    .option('--recent <n>', 'how many ended moves to list', (v) => positiveInt('--recent', v), 10)
+    .option('--watch', 'follow the running moves live (a progress bar each on a terminal, lines otherwise) until Ctrl-C')
+    .option('--every <seconds>', 'with --watch: refresh every this many seconds', (v) => positiveInt('--every', v), 1)
+    .action(async (opts: { recent: number; watch?: boolean; every: number; json?: boolean }) => {
+      const { io } = deps;
+      await withConnection(deps, async (ctx) => {
+        if (opts.watch) {
+          const interrupt = io.signal ? null : untilInterrupted();
+          try {
+            await watchMoves(() => listMoves(ctx.client), {
+              everyMs: opts.every * 1000,
+              signal: io.signal ?? interrupt!.signal,
+              terminal: io.terminal,
+              out: io.out,
+              json: opts.json,
+            });
+          } finally {
+            interrupt?.release();
+          }
+          return;
+        }
+        const [running, ended] = await Promise.all([listMoves(ctx.client), recentMoves(ctx.client, opts.recent)]);
+        if (opts.json) return io.out(JSON.stringify({ running, ended }) + '\n');
+        io.out(
+          running.length === 0
+            ? 'no moves in progress\n'
+            : table([
+                ['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'],
+                ...running.map((m) => [m.partition, m.kind, moveLabel(m.from, m.to), m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), m.blockingReason ?? '-']),
+              ]) + '\n',
+        );
+        io.out(ended.length === 0 ? 'no ended moves\n' : `\nrecently ended:\n${table([['PARTITION', 'KIND', 'MOVE', 'ENDED', 'OUTCOME'], ...ended.map(endedRow)])}\n`);
+      });
+    });
+}
