@@ -19,6 +19,7 @@ import {
   PartitionView,
   Progress,
   PublishReply,
+  SetDrainingRequest,
   SyncBudget,
   Topology,
   WriteReply,
@@ -64,7 +65,7 @@ export class ClusterClient {
 
   private async request<S extends z.ZodType>(
     schema: S,
-    method: 'GET' | 'POST' | 'DELETE',
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     path: string,
     body?: unknown,
     okStatuses: number[] = [200],
@@ -114,6 +115,12 @@ export class ClusterClient {
 
   syncBudget(): Promise<SyncBudget> {
     return this.request(SyncBudget, 'GET', '/v1/sync-budget');
+  }
+
+  /** Marks a node as draining or clears the mark (the same flag again changes nothing); answers the node. */
+  setDraining(node: string, draining: boolean, reason?: string): Promise<Node> {
+    const body: SetDrainingRequest = reason === undefined ? { draining } : { draining, reason };
+    return this.request(Node, 'PUT', `/v1/nodes/${encodeURIComponent(node)}/draining`, SetDrainingRequest.parse(body));
   }
 
   /** A guarded write: 200 with the new record, or 409 with a typed refusal. */

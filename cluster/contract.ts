@@ -85,6 +85,12 @@ export const RetainedCopy = z.object({
   durableOffset: Offset,
   removedAt: count,
   retainedUntil: count,
+  /**
+   * Bytes a learner added on this node would copy now: the messages after the offset the copy restarts from
+   * (its durable offset, cut back to what was confirmed when it was removed), or the whole history
+   * (historyBytes) when the owner has truncated past that offset.
+   */
+  bytesToCatchUp: count,
 });
 export type RetainedCopy = z.infer<typeof RetainedCopy>;
 
@@ -120,6 +126,12 @@ export const Partition = z.object({
   admission: z.enum(['open', 'closed']),
   boundary: SwitchBoundary.nullable(),
   retainedCopies: z.array(RetainedCopy),
+  /** The owner's retained history in bytes (its log after truncation): what a new learner copies. */
+  historyBytes: count,
+  /** Messages per second the owner appends now (0 while it does not serve); advisory, like the node rates. */
+  publishRate: z.number().min(0),
+  /** Messages per second delivered to consumers now; a node's rates are the sums over the partitions it owns. */
+  deliveryRate: z.number().min(0),
 });
 export type Partition = z.infer<typeof Partition>;
 
@@ -175,6 +187,7 @@ export const Progress = z.object({
   confirmedTail: Offset,
   /** Offsets below this were truncated by the owner: a learner starting lower copies a checkpoint. */
   logStart: Offset,
+  /** This partition's message size, bytes. */
   messageBytes: z.int().min(1),
   boundary: Offset.nullable(),
   replicas: z.array(ReplicaProgress),
@@ -203,6 +216,22 @@ export type SyncBudget = z.infer<typeof SyncBudget>;
 
 export const PartitionView = z.object({ partition: Partition, progress: Progress });
 export type PartitionView = z.infer<typeof PartitionView>;
+
+// ---------------------------------------------------------------- node draining
+
+/**
+ * PUT /v1/nodes/{id}/draining: marks a node as draining (add-learner then refuses it with node_draining,
+ * and the rebalancer moves every copy off it) or clears the mark. Idempotent: setting the flag it already has
+ * changes nothing and emits no event. Answers the node.
+ */
+export const SetDrainingRequest = z
+  .object({
+    draining: z.boolean(),
+    /** Why, in words, for the feed and the operator (e.g. "decommission rack 4"). */
+    reason: z.string().min(1).max(200).optional(),
+  })
+  .strict();
+export type SetDrainingRequest = z.infer<typeof SetDrainingRequest>;
 
 // ---------------------------------------------------------------- guarded writes
 
@@ -336,6 +365,14 @@ export const ClusterEvent = z.discriminatedUnion('type', [
   z.object({ ...eventBase, type: z.literal('node_down'), node: NodeId }),
   z.object({ ...eventBase, type: z.literal('node_up'), node: NodeId, processId: z.string() }),
   z.object({ ...eventBase, type: z.literal('node_joined'), node: NodeId }),
+  /** A node's draining mark set or cleared (PUT /v1/nodes/{id}/draining). */
+  z.object({
+    ...eventBase,
+    type: z.literal('node_draining'),
+    node: NodeId,
+    draining: z.boolean(),
+    reason: z.string().nullable(),
+  }),
   z.object({ ...eventBase, type: z.literal('disk_lost'), node: NodeId }),
 ]);
 export type ClusterEvent = z.infer<typeof ClusterEvent>;
@@ -375,7 +412,7 @@ export type InvariantsReport = z.infer<typeof InvariantsReport>;
 //
 // Everything above is the contract: what every broker offers the rebalancer. Everything below is the
 // reference cluster's optional test controls, tagged "test-controls" in the OpenAPI document: a stepped clock,
-// fault injection (set-draining included), publishing, publish rates, joining and deleting nodes, creating and
+// fault injection, publishing, publish rates, joining and deleting nodes, creating and
 // deleting partitions.
 // A production broker offers none of them (`GET /v1/controls` answers 404); `GET /v1/invariants` belongs
 // with them in spirit: only a broker that checks its own invariants can serve it. The conformance suite reads
@@ -385,7 +422,7 @@ export type InvariantsReport = z.infer<typeof InvariantsReport>;
 export const ControlName = z.enum([
   /** `POST /v1/clock/advance`: time moves only when asked (a stepped clock). */
   'advance-clock',
-  /** `POST /v1/faults`: crash, restart, lose a disk, fail an owner, stall a transfer, set draining, ... */
+  /** `POST /v1/faults`: crash, restart, lose a disk, fail an owner, stall a transfer, ... */
   'faults',
   /** `POST /v1/partitions/{id}/publish`. */
   'publish',
@@ -430,6 +467,10 @@ export const CreatePartitionRequest = z
       .refine((r) => new Set(r).size === r.length, 'replicas must be distinct nodes'),
     /** Messages the log starts with; omitted: the cluster's configured initial messages. */
     initialMessages: z.int().min(0).max(1e12).optional(),
+    /** This partition's publish rate, messages per second; omitted: the cluster's configured rate. */
+    publishRate: z.number().min(0).max(1_000_000).optional(),
+    /** This partition's message size, bytes; omitted: the cluster's configured size. */
+    messageBytes: z.int().min(1).max(100_000_000).optional(),
   })
   .strict();
 export type CreatePartitionRequest = z.infer<typeof CreatePartitionRequest>;
@@ -451,7 +492,7 @@ export const Fault = z.discriminatedUnion('fault', [
     })
     .strict(),
   z.object({ fault: z.literal('stall-transfer'), partition: PartitionId, node: NodeId, stalled: z.boolean() }).strict(),
-  /** Marks a node as draining (add-learner then refuses it with node_draining), or clears the mark. */
+  /** The same as PUT /v1/nodes/{id}/draining without a reason; kept for existing tests and scripts. */
   z.object({ fault: z.literal('set-draining'), node: NodeId, draining: z.boolean() }).strict(),
 ]);
 export type Fault = z.infer<typeof Fault>;

@@ -13,6 +13,7 @@ const components = {
   Progress: c.Progress,
   SyncBudget: c.SyncBudget,
   Node: c.Node,
+  SetDrainingRequest: c.SetDrainingRequest,
   AddLearnerRequest: c.AddLearnerRequest,
   DropLearnerRequest: c.DropLearnerRequest,
   SwapRequest: c.SwapRequest,
@@ -155,6 +156,14 @@ export function openApiDocument(): Record<string, unknown> {
       ...contract(get('Just the nodes (what a move checks), without every partition record', 'NodesView')),
       ...control(post('Join a new empty node', 'JoinNodeRequest', 'Node')),
     },
+    '/v1/nodes/{id}/draining': contract({
+      put: {
+        summary: 'Mark a node as draining (add-learner refuses it; every copy moves off) or clear the mark',
+        parameters: [idParam],
+        requestBody: { required: true, content: { 'application/json': { schema: ref('SetDrainingRequest') } } },
+        responses: { '200': json('Node', 'The node with its draining mark'), '400': bad, '404': notFound },
+      },
+    }),
     '/v1/nodes/{id}': control(del('Remove a node that holds nothing', 'The node still holds a replica, a retained copy or a stalled transfer')),
     '/v1/faults': control(post('Inject a fault', 'Fault', 'FaultReply')),
   };

@@ -14,6 +14,7 @@ import {
   GuardedWrites,
   JoinNodeRequest,
   PublishRequest,
+  SetDrainingRequest,
   SetRateRequest,
   type BadRequest,
   type ClusterEvent,
@@ -250,6 +251,13 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     }
   });
 
+  app.put('/v1/nodes/:id/draining', async (req) => {
+    const body = parse(SetDrainingRequest, req.body, 'body');
+    const node = sim.setDraining((req.params as { id: string }).id, body.draining, body.reason ?? null);
+    persist();
+    return node;
+  });
+
   app.post('/v1/faults', async (req) => {
     const f = parse(Fault, req.body, 'body');
     const detail = sim.fault(f);
@@ -272,7 +280,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
       const message = `replicas must be live registered nodes; not: ${unfit.join(', ')}`;
       return reply.code(400).send({ error: 'bad_request', message, issues: [{ path: 'replicas', message }] });
     }
-    const view = sim.createPartition(body.id, body.kind, body.replicas, body.initialMessages);
+    const { initialMessages, publishRate, messageBytes } = body;
+    const view = sim.createPartition(body.id, body.kind, body.replicas, { initialMessages, publishRate, messageBytes });
     persist();
     return view;
   });

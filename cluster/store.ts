@@ -75,10 +75,11 @@ export class ClusterStore {
         (r) => JSON.parse(r.json) as unknown,
       );
     const stored = JSON.parse(meta.v) as SimMeta;
+    const config = knownConfig(stored.config);
     return {
-      meta: { ...stored, config: knownConfig(stored.config) },
+      meta: { ...stored, config },
       nodes: rows('nodes') as NodeState[],
-      partitions: (rows('partitions') as PartitionState[]).map(withPauseState),
+      partitions: (rows('partitions') as PartitionState[]).map((p) => withDefaults(p, config)),
       breaches: rows('breaches') as Breach[],
     };
   }
@@ -127,8 +128,12 @@ function knownConfig(stored: SimConfig): SimConfig {
   return Object.fromEntries(Object.entries(stored).filter(([k]) => Object.hasOwn(defaultConfig, k))) as unknown as SimConfig;
 }
 
-/** Rows written before rebalancing transfers could pause for recovery have no pause state: not paused. */
-function withPauseState(p: PartitionState): PartitionState {
+/**
+ * Rows written by older versions lack later fields: transfers that could not pause for recovery are not
+ * paused, and partitions without their own message size use the cluster's.
+ */
+function withDefaults(p: PartitionState, config: SimConfig): PartitionState {
   for (const r of Object.values(p.replicas) as Partial<ReplicaState>[]) r.pausedForRecovery ??= false;
+  (p as Partial<PartitionState>).messageBytes ??= config.messageBytes;
   return p;
 }

@@ -791,14 +791,14 @@ conformance('idempotency: the same key with another body is rejected 422', [], a
     JSON.stringify({ node: spare, expectedGeneration: p.generation + 1000, idempotencyKey: key }),
   );
   checkEqual(first.status, 409, 'first (stale) write status');
-  const before = await h.record(p.id);
+  const before = await h.settledRecord(p.id);
   const other = await h.raw(
     'POST',
     path,
     JSON.stringify({ node: p.owner, expectedGeneration: p.generation + 1000, idempotencyKey: key }),
   );
   checkEqual(other.status, 422, 'same key, other body: status');
-  checkEqual(await h.record(p.id), before, 'partition after a 422');
+  checkEqual(await h.settledRecord(p.id), before, 'partition after a 422');
   const again = await h.raw(
     'POST',
     path,
@@ -896,6 +896,9 @@ const placeholder: Partition = {
   admission: 'open',
   boundary: null,
   retainedCopies: [],
+  historyBytes: 0,
+  publishRate: 0,
+  deliveryRate: 0,
 };
 
 probeCase('unknown partition: reads and writes answer 404', async (h) => {
@@ -913,7 +916,7 @@ probeCase('unknown partition: reads and writes answer 404', async (h) => {
 
 conformance('malformed input: 400 bad_request naming the field, nothing changes', [], async (h) => {
   const p = await h.quietQueue();
-  const before = await h.record(p.id);
+  const before = await h.settledRecord(p.id);
   const path = `/v1/partitions/${encodeURIComponent(p.id)}/add-learner`;
   const bad: { body: string; field: string | null; contentType?: string }[] = [
     { body: '{"node": "x", "expectedGeneration": ', field: null },
@@ -934,7 +937,7 @@ conformance('malformed input: 400 bad_request naming the field, nothing changes'
       check(named, `the reply to ${b.body} names ${b.field}: ${r.text.slice(0, 300)}`);
     }
   }
-  checkEqual(await h.record(p.id), before, 'partition record after bad requests');
+  checkEqual(await h.settledRecord(p.id), before, 'partition record after bad requests');
 });
 
 // ---------------------------------------------------------------- OpenAPI

@@ -53,10 +53,19 @@ export function offers(ctx: SuiteContext, control: ControlName): boolean {
   return ctx.controls?.offered.includes(control) ?? false;
 }
 
-/** The record with the retained copies that expired by `now` left out: time alone removes them. */
-function settledRecord(view: PartitionView): Partition {
+/** What a write decides in a partition record: the record without what time alone changes. */
+export type SettledRecord = Omit<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'> & {
+  retainedCopies: Omit<Partition['retainedCopies'][number], 'bytesToCatchUp'>[];
+};
+
+/** The record without what time alone changes: retained copies that expired by `now`, measured sizes and rates. */
+function settledRecord(view: PartitionView): SettledRecord {
   const now = view.progress.now;
-  return { ...view.partition, retainedCopies: view.partition.retainedCopies.filter((c) => c.retainedUntil > now) };
+  const { historyBytes: _h, publishRate: _p, deliveryRate: _d, retainedCopies, ...rest } = view.partition;
+  return {
+    ...rest,
+    retainedCopies: retainedCopies.filter((c) => c.retainedUntil > now).map(({ bytesToCatchUp: _b, ...c }) => c),
+  };
 }
 
 /** Guarded writes a wall-clock broker may refuse because it moved on between our read and our write. */
@@ -105,6 +114,11 @@ export class Harness {
 
   async record(id: string): Promise<Partition> {
     return (await this.client.partition(id)).partition;
+  }
+
+  /** The record as far as writes decide it, to check that something changed nothing. */
+  async settledRecord(id: string): Promise<SettledRecord> {
+    return settledRecord(await this.client.partition(id));
   }
 
   /** The broker's own time (wall or stepped milliseconds), from a contract read. */

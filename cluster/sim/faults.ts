@@ -11,7 +11,7 @@ import { serving } from './replication';
 import { releaseSlot } from './sync-budget';
 import { openRecovery, suspend } from './recovery';
 import { nodeView, partitionView, roleOf } from './views';
-import type { Injection, NodeState, PartitionState } from './types';
+import type { Injection, NodeState, PartitionSettings, PartitionState } from './types';
 
 export function fault(sim: ClusterSim, f: Fault): string {
   switch (f.fault) {
@@ -55,7 +55,7 @@ export function fault(sim: ClusterSim, f: Fault): string {
       return `the next ${f.write ?? 'guarded write'} on ${f.partition ?? 'any partition'} is refused`;
     }
     case 'set-draining':
-      setDraining(sim, f.node, f.draining);
+      setDraining(sim, f.node, f.draining, null);
       return `${f.node} ${f.draining ? 'is draining' : 'is no longer draining'}`;
     case 'stall-transfer': {
       const p = sim.partition(f.partition);
@@ -151,15 +151,19 @@ export function joinNode(sim: ClusterSim, id: string, capacity = 1, zone = 'z1')
   const n = sim.addNode(id, capacity, zone);
   sim.generation++;
   sim.emit({ type: 'node_joined', node: id });
-  return nodeView(n, 0);
+  return nodeView(n, { publishRate: 0, deliveryRate: 0 });
 }
 
-/** Marks a node as draining: add-learner then refuses it with node_draining. */
-export function setDraining(sim: ClusterSim, id: string, draining: boolean): void {
+/** Marks a node as draining (add-learner then refuses it with node_draining) or clears the mark; the same flag again changes nothing. */
+export function setDraining(sim: ClusterSim, id: string, draining: boolean, reason: string | null): Node {
   const n = sim.node(id);
-  n.draining = draining;
-  sim.dirtyNodes.add(n);
-  sim.generation++;
+  if (n.draining !== draining) {
+    n.draining = draining;
+    sim.dirtyNodes.add(n);
+    sim.generation++;
+    sim.emit({ type: 'node_draining', node: id, draining, reason });
+  }
+  return sim.nodesView().nodes.find((x) => x.id === id)!;
 }
 
 export function publish(sim: ClusterSim, partitionId: string, count: number): { firstOffset: number; nextOffset: number } {
@@ -186,11 +190,11 @@ export function setRate(sim: ClusterSim, partitionId: string, publishRate: numbe
 }
 
 /** Test control: a new partition on live nodes, owner first; the caller checked the id is new. */
-export function createPartition(sim: ClusterSim, id: string, kind: 'queue' | 'stream', replicas: string[], initialMessages?: number): PartitionView {
+export function createPartition(sim: ClusterSim, id: string, kind: 'queue' | 'stream', replicas: string[], settings: PartitionSettings): PartitionView {
   for (const n of replicas) {
     if (!sim.node(n).live) throw new Error(`cannot place ${id} on ${n}: it is down`);
   }
-  sim.addPartition(id, kind, replicas, replicas.length, initialMessages);
+  sim.addPartition(id, kind, replicas, replicas.length, settings);
   sim.dirtyPartitions.add(sim.partition(id));
   sim.generation++;
   return partitionView(sim, id);

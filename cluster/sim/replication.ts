@@ -107,7 +107,7 @@ function replicate(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaStat
     let budget = (c.transferBytesPerSec * dt) / 1000 / Math.max(1, sim.slotsInUse.get(n) ?? 1) + r.carry;
     if (!r.ckpt && r.durable < p.logStart) {
       const msgs = Math.min(p.logStart - r.durable, c.retainMessages);
-      r.ckpt = { offset: p.logStart, totalBytes: msgs * c.messageBytes, doneBytes: 0 };
+      r.ckpt = { offset: p.logStart, totalBytes: msgs * p.messageBytes, doneBytes: 0 };
     }
     if (r.ckpt) {
       const use = Math.min(budget, r.ckpt.totalBytes - r.ckpt.doneBytes);
@@ -119,11 +119,11 @@ function replicate(sim: ClusterSim, p: PartitionState, n: string, r: ReplicaStat
       }
     }
     if (!r.ckpt) {
-      const msgs = Math.min(Math.floor(budget / c.messageBytes), Math.max(0, target - r.durable));
+      const msgs = Math.min(Math.floor(budget / p.messageBytes), Math.max(0, target - r.durable));
       r.durable += msgs;
-      budget -= msgs * c.messageBytes;
+      budget -= msgs * p.messageBytes;
     }
-    r.carry = r.durable >= target ? 0 : Math.min(budget, c.messageBytes);
+    r.carry = r.durable >= target ? 0 : Math.min(budget, p.messageBytes);
     if (sim.holds('admit.caught-up', caughtUp(sim, p, r))) admit(sim, p, n, r);
     return;
   }

@@ -35,6 +35,7 @@ import {
   newReplica,
   type Injection,
   type NodeState,
+  type PartitionSettings,
   type PartitionState,
   type ReplicaState,
   type SimChanges,
@@ -219,8 +220,9 @@ export class ClusterSim {
     return node;
   }
 
-  addPartition(id: string, kind: 'queue' | 'stream', placed: string[], rf: number, tail = this.config.initialMessages): void {
+  addPartition(id: string, kind: 'queue' | 'stream', placed: string[], rf: number, settings: PartitionSettings = {}): void {
     const c = this.config;
+    const tail = settings.initialMessages ?? c.initialMessages;
     const durability = kind === 'stream' ? { mode: 'replica_durable' as const, n: rf } : c.durability;
     const replicas: Record<string, ReplicaState> = {};
     for (const n of placed) replicas[n] = newReplica(tail);
@@ -242,7 +244,8 @@ export class ClusterSim {
       admission: 'open',
       boundary: null,
       retainedCopies: [],
-      publishRate: c.publishRate,
+      publishRate: settings.publishRate ?? c.publishRate,
+      messageBytes: settings.messageBytes ?? c.messageBytes,
       tail,
       frac: 0,
       prevTail: tail,
@@ -325,9 +328,9 @@ export class ClusterSim {
     return faults.joinNode(this, id, capacity, zone);
   }
 
-  /** Marks a node as draining: add-learner then refuses it with node_draining. */
-  setDraining(id: string, draining: boolean): void {
-    faults.setDraining(this, id, draining);
+  /** Marks a node as draining (add-learner then refuses it with node_draining) or clears the mark. */
+  setDraining(id: string, draining: boolean, reason: string | null = null): Node {
+    return faults.setDraining(this, id, draining, reason);
   }
 
   publish(partitionId: string, count: number): { firstOffset: number; nextOffset: number } {
@@ -339,8 +342,8 @@ export class ClusterSim {
   }
 
   /** Test control: a new partition on live nodes, owner first; the caller checked the id is new. */
-  createPartition(id: string, kind: 'queue' | 'stream', replicas: string[], initialMessages?: number): PartitionView {
-    return faults.createPartition(this, id, kind, replicas, initialMessages);
+  createPartition(id: string, kind: 'queue' | 'stream', replicas: string[], settings: PartitionSettings = {}): PartitionView {
+    return faults.createPartition(this, id, kind, replicas, settings);
   }
 
   /**
@@ -390,7 +393,7 @@ export class ClusterSim {
   }
 
   partitionRecord(p: PartitionState): Partition {
-    return views.partitionRecord(p);
+    return views.partitionRecord(this, p);
   }
 
   topology(): Topology {

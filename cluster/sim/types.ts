@@ -21,6 +21,7 @@ export interface SimConfig {
   durability: DurabilityPolicy;
   /** Default publish rate of a new partition, messages per simulated second. */
   publishRate: number;
+  /** Default message size of a new partition, bytes. */
   messageBytes: number;
   /** The owner truncates its log keeping this many messages; a learner below that copies a checkpoint. */
   retainMessages: number;
@@ -56,6 +57,13 @@ export const defaultConfig: SimConfig = {
   retainGraceMs: 600_000,
 };
 
+/** What a test may set per partition when creating one; omitted: the cluster's configured defaults. */
+export interface PartitionSettings {
+  initialMessages?: number;
+  publishRate?: number;
+  messageBytes?: number;
+}
+
 export interface NodeState {
   id: string;
   processId: string;
@@ -85,7 +93,7 @@ export interface ReplicaState {
   stalledSince: number | null;
 }
 
-export interface RetainedInternal extends RetainedCopy {
+export interface RetainedInternal extends Omit<RetainedCopy, 'bytesToCatchUp'> {
   /** Below this the retained data is confirmed, so a learner returning here may start from it. */
   safeOffset: number;
   storageInstance: string;
@@ -132,6 +140,7 @@ export interface PartitionState {
   retainedCopies: RetainedInternal[];
 
   publishRate: number;
+  messageBytes: number;
   tail: number;
   /** Fraction of a message accumulated by the publish rate. */
   frac: number;

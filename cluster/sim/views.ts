@@ -19,12 +19,29 @@ import { materialize } from './anchor';
 import { serving } from './replication';
 import type { NodeState, PartitionState, ReplicaState } from './types';
 
-export function nodeView(n: NodeState, rate: number): Node {
+export function nodeView(n: NodeState, rates: Rates): Node {
   const { id, processId, storageInstance, live, capacity, zone, draining } = n;
-  return { id, processId, storageInstance, live, capacity, zone, publishRate: rate, deliveryRate: rate, draining };
+  return { id, processId, storageInstance, live, capacity, zone, ...rates, draining };
 }
 
-export function partitionRecord(p: PartitionState): Partition {
+interface Rates {
+  publishRate: number;
+  deliveryRate: number;
+}
+
+/** A partition's traffic now: its publish rate while the owner serves, nothing otherwise (consumers keep up). */
+function partitionRates(sim: ClusterSim, p: PartitionState): Rates {
+  const rate = serving(sim, p) ? p.publishRate : 0;
+  return { publishRate: rate, deliveryRate: rate };
+}
+
+/** Bytes of the owner's log from offset `from` to the tail; from below the log start, the whole history. */
+function bytesFrom(p: PartitionState, from: number): number {
+  return (p.tail - Math.max(from, p.logStart)) * p.messageBytes;
+}
+
+export function partitionRecord(sim: ClusterSim, p: PartitionState): Partition {
+  materialize(sim, p);
   return {
     id: p.id,
     kind: p.kind,
@@ -41,30 +58,37 @@ export function partitionRecord(p: PartitionState): Partition {
     pendingRecovery: p.pendingRecovery ? { ...p.pendingRecovery } : null,
     admission: p.admission,
     boundary: p.boundary ? { ...p.boundary } : null,
-    retainedCopies: p.retainedCopies.map(({ node, durableOffset, removedAt, retainedUntil }) => ({
+    retainedCopies: p.retainedCopies.map(({ node, durableOffset, removedAt, retainedUntil, safeOffset }) => ({
       node,
       durableOffset,
       removedAt,
       retainedUntil,
+      // add-learner restarts a retained copy from its safe offset.
+      bytesToCatchUp: bytesFrom(p, Math.min(safeOffset, p.tail)),
     })),
+    historyBytes: bytesFrom(p, p.logStart),
+    ...partitionRates(sim, p),
   };
 }
 
 export function topology(sim: ClusterSim): Topology {
   const partitions: Partition[] = [];
-  for (const p of sim.partitions.values()) partitions.push(partitionRecord(p));
+  for (const p of sim.partitions.values()) partitions.push(partitionRecord(sim, p));
   return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions };
 }
 
+/** A node's rates are the sums over the partitions it owns. */
 export function nodesView(sim: ClusterSim): NodesView {
-  const rates = new Map<string, number>();
+  const rates = new Map<string, Rates>();
   for (const p of sim.partitions.values()) {
-    if (serving(sim, p)) rates.set(p.owner, (rates.get(p.owner) ?? 0) + p.publishRate);
+    const r = partitionRates(sim, p);
+    const sum = rates.get(p.owner) ?? { publishRate: 0, deliveryRate: 0 };
+    rates.set(p.owner, { publishRate: sum.publishRate + r.publishRate, deliveryRate: sum.deliveryRate + r.deliveryRate });
   }
   return {
     generation: sim.generation,
     now: sim.now,
-    nodes: [...sim.nodes.values()].map((n) => nodeView(n, n.live ? (rates.get(n.id) ?? 0) : 0)),
+    nodes: [...sim.nodes.values()].map((n) => nodeView(n, rates.get(n.id) ?? { publishRate: 0, deliveryRate: 0 })),
   };
 }
 
@@ -81,7 +105,7 @@ export function bytesRemaining(sim: ClusterSim, p: PartitionState, n: string, r:
   const from = r.ckpt ? r.ckpt.offset : r.durable;
   const msgs = Math.max(0, p.tail - from);
   if (!r.ckpt && msgs <= sim.config.catchUpSlack) return 0;
-  return Math.ceil(ckpt + msgs * sim.config.messageBytes);
+  return Math.ceil(ckpt + msgs * p.messageBytes);
 }
 
 export function progress(sim: ClusterSim, id: string): Progress {
@@ -119,7 +143,7 @@ export function progress(sim: ClusterSim, id: string): Progress {
     tail: p.tail,
     confirmedTail: p.confirmedTail,
     logStart: p.logStart,
-    messageBytes: sim.config.messageBytes,
+    messageBytes: p.messageBytes,
     boundary: p.boundary?.offset ?? null,
     replicas,
   };
@@ -128,7 +152,7 @@ export function progress(sim: ClusterSim, id: string): Progress {
 export function partitionView(sim: ClusterSim, id: string): PartitionView {
   // Progress first: it brings an anchored partition's offsets to now.
   const now = progress(sim, id);
-  return { partition: partitionRecord(sim.partition(id)), progress: now };
+  return { partition: partitionRecord(sim, sim.partition(id)), progress: now };
 }
 
 export function syncBudget(sim: ClusterSim): SyncBudget {

@@ -43,7 +43,7 @@ export function write<N extends GuardedWriteName>(sim: ClusterSim, partitionId: 
     checkPartition(sim, p, sim.sink, name);
     wake(sim, p);
     tryAnchor(sim, p);
-    return { ok: true, write: name, partition: partitionRecord(p), boundary };
+    return { ok: true, write: name, partition: partitionRecord(sim, p), boundary };
   } catch (e) {
     if (e instanceof Refused) {
       return { ok: false, write: name, refusal: { code: e.code, message: e.message, saw: e.saw } };

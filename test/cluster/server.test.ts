@@ -32,6 +32,37 @@ describe('the cluster server', () => {
     expect((await new ClusterClient(url, { token: 's3cret' }).topology()).nodes).toHaveLength(5);
   });
 
+  it('marks a node draining through the contract: bearer token, unknown node named, one event per change', async () => {
+    const cluster = await startCluster({ host: '127.0.0.1', token: 's3cret', clock: 'stepped', partitions: 3, config: fastConfig });
+    running.push(cluster);
+    const client = new ClusterClient(cluster.url, { token: 's3cret' });
+    const put = (id: string, body: unknown, headers: Record<string, string> = client.authHeaders()) =>
+      fetch(`${cluster.url}/v1/nodes/${id}/draining`, { method: 'PUT', headers, body: JSON.stringify(body) });
+    const { cursor } = await client.events(0);
+
+    expect((await put('n4', { draining: true }, {})).status).toBe(401);
+    const unknown = await put('n77', { draining: true });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { message: string }).message).toMatch(/n77/);
+    const bad = await put('n4', { draining: 'yes', extra: 1 });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { issues: { path: string }[] }).issues.map((i) => i.path).sort()).toEqual(['body', 'draining']);
+    expect((await client.nodes()).nodes.find((n) => n.id === 'n4')!.draining).toBe(false);
+    expect((await client.events(cursor)).events).toEqual([]);
+
+    expect(await client.setDraining('n4', true, 'decommission rack 2')).toMatchObject({ id: 'n4', draining: true });
+    expect(await client.setDraining('n4', true)).toMatchObject({ id: 'n4', draining: true });
+    const refused = await client.write('q-0', 'add-learner', { expectedGeneration: 1, idempotencyKey: 'dr', node: 'n4' });
+    expect(refused.ok === false && refused.refusal.code).toBe('node_draining');
+    await client.fault({ fault: 'set-draining', node: 'n4', draining: false });
+    expect((await client.nodes()).nodes.find((n) => n.id === 'n4')!.draining).toBe(false);
+    const { events } = await client.events(cursor);
+    expect(events.map(({ seq: _s, at: _a, ...e }) => e)).toEqual([
+      { type: 'node_draining', node: 'n4', draining: true, reason: 'decommission rack 2' },
+      { type: 'node_draining', node: 'n4', draining: false, reason: null },
+    ]);
+  });
+
   it('runs the wall clock on its own and refuses to step it', async () => {
     const cluster = await startCluster({ clock: 'wall', config: { tickMs: 20 } });
     running.push(cluster);
@@ -98,7 +129,9 @@ describe('the cluster server', () => {
       components: { schemas: Record<string, unknown> };
     };
     expect(doc.openapi).toBe('3.1.0');
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/topology', '/v1/partitions/{id}/swap', '/v1/events']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v1/topology', '/v1/partitions/{id}/swap', '/v1/events', '/v1/nodes/{id}/draining']),
+    );
     expect(doc.components.schemas).toHaveProperty('WriteRefused');
   });
 

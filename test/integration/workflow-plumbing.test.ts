@@ -19,7 +19,7 @@ const stream: PartitionView = {
   partition: {
     id: 's-0', kind: 'stream', owner: 'n1', followers: ['n2', 'n3'], learners: [], leaving: null, epoch: 1, generation: 3,
     replicationFactor: 3, durability: { mode: 'replica_durable', n: 3 }, writeRequirement: 3, history: [],
-    pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [],
+    pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [], historyBytes: 1000, publishRate: 0, deliveryRate: 0,
   },
   progress: { partition: 's-0', generation: 3, epoch: 1, now: 0, tail: 10, confirmedTail: 10, logStart: 0, messageBytes: 100, boundary: null, replicas: [] },
 };
