@@ -24,9 +24,14 @@ export interface PlannerConfig {
   /** Hard limits on concurrent transfers (moves in flight), separate from the score. */
   maxTransfersPerNode: number;
   maxTransfersPerCluster: number;
-  /** A node that just received or gave a copy, or a partition just moved, is left alone this long. */
+  /**
+   * A node that just received copies is not judged overloaded (never a source, except when draining) this long;
+   * a partition just moved is not touched at all this long. The rebalancer sets `PlanInput.cooldowns` from them.
+   */
   nodeCooldownMs: number;
   partitionCooldownMs: number;
+  /** Bytes per second one node receives (shared by its transfers): the predicted time of a plan. */
+  syncBytesPerSec: number;
 }
 
 /** A reconfiguration in flight, counted by its influence: bytes still to copy, load arriving at `to` and leaving `from`. */
@@ -51,6 +56,18 @@ export interface PlanInput {
 
 export type ProposalOp = 'follower_move' | 'owner_handoff';
 
+/**
+ * The contract's partition record as the planner reads it: retained history in bytes, publish and delivery rates
+ * (messages/s), and per retained copy the bytes a learner starting from it still copies. Absent fields count 0
+ * (bytesToCatchUp absent: the whole history).
+ */
+export interface PartitionLoad {
+  historyBytes?: number;
+  publishRate?: number;
+  deliveryRate?: number;
+  retainedCopies: { node: string; bytesToCatchUp?: number }[];
+}
+
 export interface Proposal {
   op: ProposalOp;
   partition: string;
@@ -62,7 +79,11 @@ export interface Proposal {
   reason: string;
 }
 
-/** Per-node score vector, each dimension already divided by capacity, and its weighted total. */
+/**
+ * Per-node score vector. Each dimension is divided by the node's capacity and by its cluster mean per capacity,
+ * then weighted (weights over owned..traffic sum to 1), so a node carrying exactly its share scores 1 in total;
+ * `sync` (bytes of transfers to or from it, relative to the bytes a node holds on average) rides on top.
+ */
 export interface NodeScore {
   node: string;
   zone: string;
@@ -80,7 +101,7 @@ export interface NodeScore {
 export interface Plan {
   planningMs: number;
   steps: Proposal[];
-  /** Largest |score - mean| before and after the steps. */
+  /** Largest |score - mean| over live nodes that are not draining, before and after the steps (sync excluded). */
   spreadBefore: number;
   spreadAfter: number;
   mean: number;

@@ -1,0 +1,102 @@
+/**
+ * The planner's entry points: planNow (what to start now within the limits) and planToConvergence (the whole
+ * ordered plan, tick after tick on the predicted topology, with the spread it reaches and the time it takes).
+ * Pure: the input is a topology snapshot, the moves in flight, cooldowns and a clock.
+ */
+import { validatePlannerConfig } from './config';
+import { proposeTick, type TickContext } from './policy';
+import { ClusterState } from './state';
+import type { NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
+
+function checked(config: PlannerConfig): PlannerConfig {
+  const problem = validatePlannerConfig(config);
+  if (problem !== null) throw new Error(`invalid planner config: ${problem}`);
+  return config;
+}
+
+function start(input: PlanInput, config: PlannerConfig): { st: ClusterState; ctx: TickContext } {
+  const st = new ClusterState(input, checked(config), new Set(input.draining ?? []));
+  const ctx: TickContext = {
+    config,
+    now: input.now,
+    cooldowns: input.cooldowns,
+    inFlight: input.inFlight.length,
+    followerMovesInFlight: input.inFlight.some((m) => m.op === 'follower_move'),
+    moved: new Map(),
+    formerOwners: new Map(),
+  };
+  return { st, ctx };
+}
+
+/**
+ * Time to copy `steps` when each node receives at `syncBytesPerSec` (shared by its transfers) and at most
+ * maxTransfersPerCluster transfers run at once: the busiest receiver, or the whole volume over the receivers the
+ * cluster limit lets run together, whichever is longer. Handoffs copy nothing and are not counted.
+ */
+export function predictMs(steps: readonly Proposal[], config: PlannerConfig): number {
+  const inbound = new Map<string, number>();
+  let total = 0;
+  for (const s of steps) {
+    if (s.op !== 'follower_move') continue;
+    inbound.set(s.to, (inbound.get(s.to) ?? 0) + s.bytes);
+    total += s.bytes;
+  }
+  if (total === 0) return 0;
+  const busiest = Math.max(...inbound.values());
+  const parallel = Math.min(config.maxTransfersPerCluster, inbound.size);
+  return (1000 * Math.max(busiest, total / parallel)) / config.syncBytesPerSec;
+}
+
+function plan(st: ClusterState, config: PlannerConfig, t0: number, before: number, steps: Proposal[], idle: string | null): Plan {
+  return {
+    planningMs: performance.now() - t0,
+    steps,
+    spreadBefore: before,
+    spreadAfter: st.spread(),
+    mean: st.mean,
+    threshold: config.threshold,
+    predictedMs: predictMs(steps, config),
+    idleReason: idle,
+  };
+}
+
+/** What to start now: proposals within the transfer limits, cooldowns and the recovery pause, in order. */
+export function planNow(input: PlanInput, config: PlannerConfig): Plan {
+  const t0 = performance.now();
+  const { st, ctx } = start(input, config);
+  const before = st.spread();
+  const tick = proposeTick(st, ctx);
+  return plan(st, config, t0, before, tick.proposals, tick.idleReason);
+}
+
+/**
+ * Every step to convergence, in order: planNow repeated on the predicted topology (each tick's moves done, its
+ * transfers over, the clock advanced by the tick's predicted time) until nothing is proposed. A replica that moved
+ * never moves again or back, so the plan ends.
+ */
+export function planToConvergence(input: PlanInput, config: PlannerConfig): Plan {
+  const t0 = performance.now();
+  const { st, ctx } = start(input, config);
+  const before = st.spread();
+  const steps: Proposal[] = [];
+  let idle: string | null = null;
+  for (;;) {
+    const tick = proposeTick(st, ctx);
+    if (tick.proposals.length === 0) {
+      idle = steps.length === 0 ? tick.idleReason : null;
+      break;
+    }
+    steps.push(...tick.proposals);
+    st.settleTransfers();
+    ctx.inFlight = 0;
+    ctx.followerMovesInFlight = false;
+    ctx.now += predictMs(tick.proposals, config);
+  }
+  return plan(st, config, t0, before, steps, idle);
+}
+
+/** The score vector of every node, for operators (status, dashboard). */
+export function scoreNodes(input: PlanInput, config: PlannerConfig): { mean: number; nodes: NodeScore[] } {
+  const { st } = start(input, config);
+  return { mean: st.mean, nodes: st.scores() };
+}

@@ -1,0 +1,363 @@
+/**
+ * The note's policy, one tick at a time: what may start now on a ClusterState, within the transfer limits.
+ * Order: nothing while any recovery is pending; a draining node's copies leave first (owners by handoff, then
+ * follower moves); then follower moves from nodes above mean + threshold to nodes below mean - threshold; owner
+ * handoffs only once no follower move is in flight or proposed. Each proposal is applied to the state at once, so
+ * the next one sees its effect (load arrived, bytes to copy, a transfer slot taken).
+ */
+import type { ClusterState, NodeState, PartState } from './state';
+import type { PlanInput, PlannerConfig, Proposal } from './types';
+
+/** Receivers tried per partition besides those holding a retained copy: the least loaded ones. */
+const RECEIVERS_PER_PARTITION = 8;
+/**
+ * Sources searched per proposal, most loaded first: past them a move would come from a node near the mean, and
+ * bounding the search keeps a tick fast on a large cluster where most candidates fail the rules.
+ */
+const SOURCES_PER_PROPOSAL = 64;
+
+export interface TickContext {
+  config: PlannerConfig;
+  now: number;
+  cooldowns: PlanInput['cooldowns'];
+  /** Moves in flight (count against the cluster limit). */
+  inFlight: number;
+  followerMovesInFlight: boolean;
+  /** Nodes that gave or received a copy of each partition earlier in the plan: that replica never moves again or back. */
+  moved: Map<number, Set<number>>;
+  /** Nodes that owned each partition earlier in the plan: ownership never goes back. */
+  formerOwners: Map<number, Set<number>>;
+}
+
+export interface Tick {
+  proposals: Proposal[];
+  idleReason: string | null;
+}
+
+const f2 = (x: number): string => x.toFixed(3);
+
+function mark(m: Map<number, Set<number>>, p: number, ...nodes: number[]): void {
+  let s = m.get(p);
+  if (s === undefined) m.set(p, (s = new Set()));
+  for (const n of nodes) s.add(n);
+}
+
+interface Candidate {
+  p: PartState;
+  s: NodeState;
+  r: NodeState;
+  imp: number;
+  bytes: number;
+}
+
+/** One tick's search: the state, its rules, and what it has proposed so far. */
+class TickPlanner {
+  readonly out: Proposal[] = [];
+  readonly touched = new Set<number>();
+  free: number;
+  blocked: string | null = null;
+  /** Partitions and nodes cooling down at this tick's clock, by index. */
+  private readonly coolingParts = new Set<number>();
+  private readonly coolingNodes = new Set<number>();
+  /** Steady deviation from the mean and the receiver's deviation (sync included) per node, refreshed per proposal. */
+  private devs: Float64Array;
+  private recvDevs: Float64Array;
+
+  constructor(
+    readonly st: ClusterState,
+    readonly ctx: TickContext,
+  ) {
+    this.free = ctx.config.maxTransfersPerCluster - ctx.inFlight;
+    for (const [id, until] of Object.entries(ctx.cooldowns.partitions)) {
+      const i = st.partIndex.get(id);
+      if (i !== undefined && until > ctx.now) this.coolingParts.add(i);
+    }
+    for (const [id, until] of Object.entries(ctx.cooldowns.nodes)) {
+      const i = st.nodeIndex.get(id);
+      if (i !== undefined && until > ctx.now) this.coolingNodes.add(i);
+    }
+    this.devs = new Float64Array(st.nodes.length);
+    this.recvDevs = new Float64Array(st.nodes.length);
+    this.refresh();
+  }
+
+  /** Recomputes every node's deviations: once per proposal, O(nodes). */
+  refresh(): void {
+    for (const n of this.st.nodes) {
+      const d = this.st.steady(n) - this.st.mean;
+      this.devs[n.index] = d;
+      this.recvDevs[n.index] = d + this.st.syncTerm(n);
+    }
+  }
+
+  partFree(p: PartState): boolean {
+    return p.busy === null && !this.touched.has(p.index) && !this.coolingParts.has(p.index);
+  }
+
+  cooling(n: NodeState): boolean {
+    return this.coolingNodes.has(n.index);
+  }
+
+  /** May take a transfer now: live, staying, not rejoining, a free slot in the sync budget. */
+  receiverOk(n: NodeState): boolean {
+    return n.live && !n.draining && !n.suspended && n.inbound < this.ctx.config.maxTransfersPerNode;
+  }
+
+  /** A copy of p may go from `from` to `to`: not there already, not back, and no zone gets more copies than before. */
+  canReceive(p: PartState, to: NodeState, from: NodeState): boolean {
+    if (p.copies.includes(to.index) || this.ctx.moved.get(p.index)?.has(to.index)) return false;
+    let inTo = 0;
+    let inFrom = 0;
+    for (const c of p.copies) {
+      if (c === from.index) continue;
+      const z = this.st.nodes[c]!.zone;
+      if (z === to.zone) inTo++;
+      if (z === from.zone) inFrom++;
+    }
+    return inTo <= inFrom;
+  }
+
+  dev(n: NodeState): number {
+    return this.devs[n.index]!;
+  }
+
+  /** Deviation a receiver is judged by: its transfers still to copy count, so nothing piles onto a node catching up. */
+  recvDev(n: NodeState): number {
+    return this.recvDevs[n.index]!;
+  }
+
+  followerMove(p: PartState, from: NodeState, to: NodeState, reason: string): void {
+    const bytes = this.st.bytesTo(p, to.index);
+    this.st.followerMove(p, from.index, to.index);
+    this.st.addTransfer(to.index, from.index, bytes);
+    mark(this.ctx.moved, p.index, from.index, to.index);
+    this.touched.add(p.index);
+    this.free--;
+    const retained = p.retained?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
+    this.out.push({ op: 'follower_move', partition: p.id, from: from.id, to: to.id, bytes, reason: reason + retained });
+    this.refresh();
+  }
+
+  handoff(p: PartState, from: NodeState, to: NodeState, reason: string): void {
+    this.st.handoff(p, from.index, to.index);
+    mark(this.ctx.formerOwners, p.index, from.index);
+    this.touched.add(p.index);
+    this.free--;
+    this.out.push({ op: 'owner_handoff', partition: p.id, from: from.id, to: to.id, bytes: 0, reason });
+    this.refresh();
+  }
+
+  /** Every copy leaves a draining node: owners by handoff to an admitted follower first, then follower moves. */
+  drain(): void {
+    for (const d of this.st.nodes) {
+      if (!d.draining || !d.live) continue;
+      for (const pi of [...d.parts]) {
+        if (this.free <= 0) return;
+        const p = this.st.parts[pi]!;
+        if (p.owner !== d.index) continue;
+        if (!this.partFree(p)) {
+          this.blocked ??= `drain of ${d.id}: ${p.id} waits (${p.busy ?? 'moved just now or cooling down'})`;
+          continue;
+        }
+        let best: NodeState | null = null;
+        for (const f of p.followers) {
+          const n = this.st.nodes[f]!;
+          if (!this.st.stays(n) || n.suspended || this.ctx.formerOwners.get(p.index)?.has(f)) continue;
+          if (best === null || this.dev(n) < this.dev(best)) best = n;
+        }
+        if (best === null) {
+          this.blocked ??= `drain of ${d.id}: ${p.id} has no admitted follower off draining or dead nodes to take ownership`;
+          continue;
+        }
+        this.handoff(p, d, best, `drain ${d.id}: owner handed to ${best.id}, its admitted follower with the lowest score (${f2(this.st.steady(best))})`);
+      }
+      for (const pi of [...d.parts]) {
+        if (this.free <= 0) return;
+        const p = this.st.parts[pi]!;
+        if (p.owner === d.index || !p.followers.includes(d.index)) continue;
+        if (!this.partFree(p)) {
+          this.blocked ??= `drain of ${d.id}: ${p.id} waits (${p.busy ?? 'moved just now or cooling down'})`;
+          continue;
+        }
+        const to = this.drainTarget(p, d);
+        if (to === null) {
+          this.blocked ??= `drain of ${d.id}: no node can take ${p.id} now (transfer limits, zones, copies already there)`;
+          continue;
+        }
+        this.followerMove(p, d, to, `drain ${d.id}: ${to.id} has the lowest score that can take it (${f2(this.recvDev(to) + this.st.mean)})`);
+      }
+    }
+  }
+
+  /** The least loaded node that may take p; a retained copy wins when taking it keeps the node within the threshold. */
+  drainTarget(p: PartState, d: NodeState): NodeState | null {
+    const t = this.ctx.config.threshold;
+    for (const rn of p.retained?.keys() ?? []) {
+      const r = this.st.nodes[rn]!;
+      if (this.receiverOk(r) && this.canReceive(p, r, d) && this.recvDev(r) + this.st.copyDelta(p, r, false, 1) <= t) return r;
+    }
+    let best: NodeState | null = null;
+    for (const r of this.st.nodes) {
+      if (!this.receiverOk(r) || !this.canReceive(p, r, d)) continue;
+      if (best === null || this.recvDev(r) < this.recvDev(best)) best = r;
+    }
+    return best;
+  }
+
+  /**
+   * A move goes from a node above the mean to one below it, and at least one of the two is outside the band
+   * (above mean + threshold or below mean - threshold): overfull nodes shed toward underfull ones, and an
+   * underfull node also pulls from nodes above the mean, or a node joining empty would stop far below the mean
+   * as soon as the old ones are just inside the band. Best improvement of the pair's spread first.
+   */
+  balanceFollowers(): void {
+    const { threshold: t, minImprovement } = this.ctx.config;
+    while (this.free > 0) {
+      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0);
+      const receivers = this.st.nodes.filter((n) => this.receiverOk(n) && this.recvDev(n) < 0);
+      sources.sort((a, b) => this.dev(b) - this.dev(a));
+      receivers.sort((a, b) => this.recvDev(a) - this.recvDev(b));
+      const over = sources.length > 0 && this.dev(sources[0]!) > t;
+      const under = receivers.length > 0 && this.recvDev(receivers[0]!) < -t;
+      if (!over && !under) {
+        this.noteOutsideBand();
+        return;
+      }
+      const isReceiver = new Set(receivers.map((r) => r.index));
+      const minRecvCap = Math.min(...receivers.map((r) => r.cap));
+      let best: Candidate | null = null;
+      let scanned = 0;
+      for (const s of sources) {
+        // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
+        if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
+        if (++scanned > SOURCES_PER_PROPOSAL) break;
+        const ds = this.dev(s);
+        for (const pi of s.parts) {
+          const p = this.st.parts[pi]!;
+          if (p.owner === s.index || !p.followers.includes(s.index) || !this.partFree(p)) continue;
+          if (this.ctx.moved.get(pi)?.has(s.index)) continue;
+          const dS = ds + this.st.copyDelta(p, s, false, -1);
+          for (const rn of p.retained?.keys() ?? []) {
+            const r = this.st.nodes[rn]!;
+            if (isReceiver.has(rn) && this.canReceive(p, r, s)) best = this.better(best, p, s, r, ds, dS);
+          }
+          let k = 0;
+          for (const r of receivers) {
+            if (k >= RECEIVERS_PER_PARTITION) break;
+            if (!this.canReceive(p, r, s)) continue;
+            k++;
+            best = this.better(best, p, s, r, ds, dS);
+          }
+        }
+        if (best !== null) break;
+      }
+      if (best === null) {
+        const who = over ? `${sources[0]!.id} is ${f2(this.dev(sources[0]!))} above` : `${receivers[0]!.id} is ${f2(-this.recvDev(receivers[0]!))} below`;
+        this.blocked ??= `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules`;
+        return;
+      }
+      const { p, s, r, imp } = best;
+      const side = (n: NodeState, d: number): string => `${n.id} (score ${f2(d + this.st.mean)}${d > t ? ` > mean + ${t}` : d < -t ? ` < mean - ${t}` : ''})`;
+      this.followerMove(p, s, r, `${side(s, this.dev(s))} sheds to ${side(r, this.recvDev(r))}, mean ${f2(this.st.mean)}: their spread improves by ${f2(imp)}`);
+    }
+  }
+
+  /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
+  better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
+    const { threshold: t, minImprovement } = this.ctx.config;
+    const dr = this.dev(r);
+    if (ds <= t && this.recvDev(r) >= -t) return best;
+    const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
+    if (imp < minImprovement) return best;
+    const bytes = this.st.bytesTo(p, r.index);
+    // A tie goes to the cheaper copy (a retained one).
+    if (best === null || imp > best.imp + minImprovement || (imp >= best.imp - minImprovement && bytes < best.bytes))
+      return { p, s, r, imp, bytes };
+    return best;
+  }
+
+  /** A node outside the band that no move can serve: say why (cooling down, no transfer slot, rejoining). */
+  noteOutsideBand(): void {
+    const t = this.ctx.config.threshold;
+    for (const n of this.st.nodes) {
+      if (!this.st.stays(n)) continue;
+      const d = this.dev(n);
+      if (d > t && this.cooling(n)) this.blocked ??= `${n.id} is ${f2(d)} above the mean but cooling down after receiving copies`;
+      else if (d < -t && !this.receiverOk(n))
+        this.blocked ??= `${n.id} is ${f2(-d)} below the mean but cannot take a transfer now (${n.suspended ? 'rejoining replicas come first' : 'its transfer slots are in use'})`;
+      else if (d < -t) this.blocked ??= `${n.id} is ${f2(-d)} below the mean but catching up on transfers in flight`;
+    }
+  }
+
+  /** Owner handoffs to an admitted follower, by owned partitions per capacity, under the same two-sided band rule. */
+  balanceOwners(): void {
+    const { threshold: t, minImprovement } = this.ctx.config;
+    const mo = this.st.meanOwned();
+    if (mo <= 0) return;
+    const od = (n: NodeState): number => this.st.ownedDev(n, mo);
+    while (this.free > 0) {
+      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && od(n) > 0);
+      if (sources.length === 0) return;
+      sources.sort((a, b) => od(b) - od(a));
+      let best = null as { p: PartState; s: NodeState; d: NodeState; imp: number } | null;
+      for (const s of sources) {
+        const a = od(s);
+        for (const pi of s.parts) {
+          const p = this.st.parts[pi]!;
+          if (p.owner !== s.index || !this.partFree(p)) continue;
+          for (const f of p.followers) {
+            const d = this.st.nodes[f]!;
+            const b = od(d);
+            if (!this.st.stays(d) || d.suspended || b >= 0 || (a <= t && b >= -t) || this.ctx.formerOwners.get(pi)?.has(f)) continue;
+            const imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(b + 1 / (d.cap * mo)));
+            if (imp < minImprovement) continue;
+            // The totals must stay inside the band, or at least not spread further.
+            const ts = this.dev(s);
+            const td = this.dev(d);
+            const after = Math.max(Math.abs(ts + this.st.roleDelta(p, s, -1)), Math.abs(td + this.st.roleDelta(p, d, 1)));
+            if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+            if (best === null || imp > best.imp || (imp === best.imp && b < od(best.d))) best = { p, s, d, imp };
+          }
+        }
+        if (best !== null) break;
+      }
+      if (best === null) return;
+      const { p, s, d, imp } = best;
+      this.handoff(
+        p,
+        s,
+        d,
+        `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`,
+      );
+    }
+  }
+}
+
+export function proposeTick(st: ClusterState, ctx: TickContext): Tick {
+  if (st.recoveries.length > 0) {
+    const r = st.recoveries[0]!;
+    const more = st.recoveries.length > 1 ? ` and ${st.recoveries.length - 1} more` : '';
+    return {
+      proposals: [],
+      idleReason: `recovery pending on ${r.id} (${r.reason})${more}: rebalancing and drains wait until it activates`,
+    };
+  }
+  const tp = new TickPlanner(st, ctx);
+  if (tp.free <= 0)
+    return { proposals: [], idleReason: `cluster transfer limit reached: ${ctx.inFlight} of ${ctx.config.maxTransfersPerCluster} moves in flight` };
+  if (!st.nodes.some((n) => st.stays(n))) return { proposals: [], idleReason: 'no live node that is not draining' };
+  tp.drain();
+  tp.balanceFollowers();
+  if (!ctx.followerMovesInFlight && !tp.out.some((p) => p.op === 'follower_move')) tp.balanceOwners();
+  if (tp.out.length > 0) return { proposals: tp.out, idleReason: null };
+  if (tp.blocked !== null) return { proposals: [], idleReason: tp.blocked };
+  const t = ctx.config.threshold;
+  const low = st.nodes.find((n) => st.stays(n) && tp.dev(n) < -t);
+  return {
+    proposals: [],
+    idleReason:
+      low === undefined
+        ? `every node within the threshold: largest deviation from the mean ${f2(st.spread())} <= ${t}`
+        : `${low.id} is ${f2(-tp.dev(low))} below the mean but no node is above mean + ${t} to shed to it`,
+  };
+}

@@ -1,0 +1,68 @@
+/** Hand-built topologies for the planner's tests: contract-shaped records with the load fields the planner reads. */
+import type { Node, Partition, Topology } from '../../cluster/contract';
+import type { PartitionLoad, PlanInput } from '../../planner/types';
+
+export type LoadedPartition = Partition & PartitionLoad;
+
+export function node(id: string, extra: Partial<Node> = {}): Node {
+  return {
+    id,
+    processId: `${id}-p1`,
+    storageInstance: `${id}-s1`,
+    live: true,
+    capacity: 1,
+    zone: 'z1',
+    publishRate: 0,
+    deliveryRate: 0,
+    draining: false,
+    ...extra,
+  };
+}
+
+export function partition(id: string, owner: string, followers: string[], extra: Partial<LoadedPartition> = {}): LoadedPartition {
+  return {
+    id,
+    kind: 'queue',
+    owner,
+    followers,
+    learners: [],
+    leaving: null,
+    epoch: 1,
+    generation: 1,
+    replicationFactor: followers.length + 1,
+    durability: { mode: 'majority_durable' },
+    writeRequirement: Math.floor((followers.length + 1) / 2) + 1,
+    history: [owner, ...followers].map((n) => ({ node: n, processId: `${n}-p1`, storageInstance: `${n}-s1`, suspended: false })),
+    pendingRecovery: null,
+    admission: 'open',
+    boundary: null,
+    retainedCopies: [],
+    historyBytes: 1_000_000,
+    publishRate: 10,
+    deliveryRate: 10,
+    ...extra,
+  };
+}
+
+export function topology(nodes: Node[], partitions: Partition[]): Topology {
+  return { contractVersion: '1', generation: 1, now: 0, nodes, partitions };
+}
+
+export function input(t: Topology, extra: Partial<PlanInput> = {}): PlanInput {
+  return { topology: t, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0, ...extra };
+}
+
+/**
+ * `loaded` nodes n0.. holding `perNode` owned partitions each (followers on the next nodes round the ring), plus
+ * `empty` nodes that hold nothing: the new-node-joins case.
+ */
+export function ring(loaded: number, empty: number, perNode: number, rf = 3, extra: Partial<LoadedPartition> = {}): Topology {
+  const nodes = Array.from({ length: loaded + empty }, (_, i) => node(`n${i}`));
+  const parts: Partition[] = [];
+  for (let i = 0; i < loaded * perNode; i++) {
+    const o = i % loaded;
+    const followers = Array.from({ length: rf - 1 }, (_, j) => `n${(o + j + 1) % loaded}`);
+    parts.push(partition(`q-${i}`, `n${o}`, followers, extra));
+  }
+  return topology(nodes, parts);
+}
