@@ -4,8 +4,10 @@
  * out, so an action the operator saw acknowledged is on record.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { loadEnv } from '../worker/config';
 
 /** Where the action came from. */
 export type AuditSource = 'api' | 'dashboard' | 'cli';
@@ -75,6 +77,11 @@ export function auditFile(dataDir: string): string {
   return path.join(dataDir, 'audit.db');
 }
 
+/** The data directory `npm start` uses (DATA_DIR, relative to the project): the CLI's audit log is its file too. */
+export function projectDataDir(dataDir: string): string {
+  return path.resolve(import.meta.dirname, '..', dataDir);
+}
+
 /** For the CLI: record one action in the data directory's audit log (the file the admin API reads). */
 export function recordAction(dataDir: string, action: AuditAction): AuditEntry {
   const log = new AuditLog(auditFile(dataDir));
@@ -82,5 +89,43 @@ export function recordAction(dataDir: string, action: AuditAction): AuditEntry {
     return log.record(action);
   } finally {
     log.close();
+  }
+}
+
+/** For `rebalancer audit`: the newest entries, none when nothing was ever recorded in this data directory. */
+export function readAudit(dataDir: string, options: { limit: number; before?: number }): AuditEntry[] {
+  if (!fs.existsSync(auditFile(dataDir))) return [];
+  const log = new AuditLog(auditFile(dataDir));
+  try {
+    return log.list(options);
+  } finally {
+    log.close();
+  }
+}
+
+/** Who runs the CLI: the login name, as the admin API's X-Operator names its callers. */
+function operator(): string {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return process.env.USER ?? 'cli';
+  }
+}
+
+/**
+ * The CLI's hook: records the action its --reason came with, and the outcome, in DATA_DIR's log. A log that
+ * cannot be written is said on stderr, and the action's own result stands.
+ */
+export function auditCliAction(
+  action: { command: string; target: string; reason: string } | null,
+  outcome: string,
+  io: { err: (text: string) => void },
+): void {
+  if (!action) return;
+  try {
+    const { command, target, reason } = action;
+    recordAction(projectDataDir(loadEnv().DATA_DIR), { actor: operator(), source: 'cli', action: command, target, params: {}, reason, outcome });
+  } catch (err) {
+    io.err(`warning: the action was not recorded in the audit log: ${(err as Error).message}\n`);
   }
 }

@@ -15,6 +15,7 @@
  */
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
+import * as audit from './audit';
 import * as cancel from './cancel';
 import * as move from './move';
 import * as moves from './moves';
@@ -22,4 +23,4 @@ import * as show from './show';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, moves, show, cancel];
+export const COMMANDS: { register: Register }[] = [move, moves, show, cancel, audit];

@@ -173,3 +173,20 @@ describe('OpenAPI', () => {
     expect(TOKEN.length).toBeGreaterThan(16);
   });
 });
+
+describe('CLI actions in the audit log', () => {
+  it('records a CLI action with its outcome, readable through the API and `rebalancer audit`', async () => {
+    const { runCli } = await import('../../client/cli');
+    const { temporalAddress } = await import('./helpers');
+    Object.assign(process.env, { DATA_DIR: f.dataDir, TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: f.cluster.url });
+    let out = '';
+    const io = { out: (t: string) => void (out += t), err: () => undefined };
+    expect(await runCli(['cancel', 'q-502', '--reason', 'cli audit test'], io)).toBe(1);
+    const [entry] = await auditEntries();
+    expect(entry).toMatchObject({ source: 'cli', action: 'cancel', target: 'q-502', reason: 'cli audit test' });
+    expect(entry!.outcome).toMatch(/^refused \(no_move\)/);
+    out = '';
+    expect(await runCli(['audit', '--json', '--limit', '1'], io)).toBe(0);
+    expect((JSON.parse(out) as { entries: unknown[] }).entries).toEqual([entry]);
+  });
+});
