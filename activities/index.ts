@@ -6,12 +6,15 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
-import type { GuardedWriteName, GuardedWriteRequest, Node, PartitionView, WriteReply } from '../cluster/contract';
+import type { GuardedWriteName, GuardedWriteRequest, Node, PartitionView, Progress, WriteReply } from '../cluster/contract';
 
 export interface ActivityDeps {
   cluster: Pick<ClusterClient, 'partition' | 'nodes' | 'write'>;
   logger?: Logger;
 }
+
+/** An accepted write's reply may carry the progress read right after it (`readProgress`). */
+export type WriteOutcome = WriteReply & { progress?: Progress };
 
 export interface MoveContext {
   view: PartitionView;
@@ -39,17 +42,24 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
 
+    /**
+     * `readProgress`: after an accepted write, also read the partition's progress, so the workflow learns (for
+     * example) whether T already covers the boundary a swap returned without waiting for the next progress event.
+     */
     async guardedWrite<N extends GuardedWriteName>(
       partition: string,
       write: N,
       request: GuardedWriteRequest<N>,
-    ): Promise<WriteReply> {
+      options: { readProgress?: boolean } = {},
+    ): Promise<WriteOutcome> {
       try {
         const reply = await deps.cluster.write(partition, write, request);
         log?.info(
           { partition, write, key: request.idempotencyKey, ok: reply.ok, refusal: reply.ok ? undefined : reply.refusal.code },
           reply.ok ? `${write} on ${partition} accepted` : `${write} on ${partition} refused: ${reply.refusal.message}`,
         );
+        // A failed read retries the activity, which sends the write again under the same key: same reply.
+        if (reply.ok && options.readProgress) return { ...reply, progress: (await deps.cluster.partition(partition)).progress };
         return reply;
       } catch (err) {
         rethrow(err);

@@ -19,7 +19,7 @@ import type { Partition, Topology } from '../cluster/contract';
 import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
 import { checkFollowerMove } from '../workflows/follower-move-rules';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
-import type { followerMove } from '../workflows/follower-move';
+import type { followerMoveV2 } from '../workflows/follower-move-v2';
 
 /** A request the system refused, with the reason in plain words. */
 export class MoveRefused extends Error {
@@ -38,7 +38,7 @@ export interface MovesContext {
   taskQueue: string;
 }
 
-export async function startFollowerMove(ctx: MovesContext, request: FollowerMoveRequest): Promise<WorkflowHandle<typeof followerMove>> {
+export async function startFollowerMove(ctx: MovesContext, request: FollowerMoveRequest): Promise<WorkflowHandle<typeof followerMoveV2>> {
   const { partition, from, to } = request;
   let view;
   try {
@@ -62,7 +62,7 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     throw busy;
   }
   try {
-    return await ctx.client.workflow.start<typeof followerMove>('followerMove', {
+    return await ctx.client.workflow.start<typeof followerMoveV2>('followerMoveV2', {
       workflowId,
       taskQueue: ctx.taskQueue,
       args: [request],
@@ -165,7 +165,7 @@ export interface MoveDetail {
  */
 export async function showMove(client: Client, partition: string, cluster?: Pick<ClusterClient, 'topology' | 'baseUrl'>): Promise<MoveDetail> {
   const workflowId = reconfigurationWorkflowId(partition);
-  const handle = client.workflow.getHandle<typeof followerMove>(workflowId);
+  const handle = client.workflow.getHandle<typeof followerMoveV2>(workflowId);
   let description;
   try {
     description = await handle.describe();
@@ -258,7 +258,7 @@ export async function phasesSoFar(handle: WorkflowHandle): Promise<string[]> {
 
 /** Operator cancel: accepted before the swap; refused after it, with the reason and the way forward. */
 export async function cancelMove(client: Client, partition: string, reason: string): Promise<MoveStatus> {
-  const handle = client.workflow.getHandle<typeof followerMove>(reconfigurationWorkflowId(partition));
+  const handle = client.workflow.getHandle<typeof followerMoveV2>(reconfigurationWorkflowId(partition));
   try {
     await handle.describe();
   } catch {

@@ -182,7 +182,7 @@ try {
       `  Temporal UI:        ${ui}\n` +
       `  Temporal server:    ${address} (namespace ${env.TEMPORAL_NAMESPACE}, task queue ${env.TEMPORAL_TASK_QUEUE})\n` +
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
-      `  try:                npx ${exampleMove(await new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }).topology()) ?? 'rebalancer moves'}\n` +
+      `  try:                npx ${(await new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }).topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +
       `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid}\n\n`,
   );
   await running;

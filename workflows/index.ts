@@ -1,3 +1,4 @@
 /** Every workflow the worker registers. */
-export { followerMove } from './follower-move';
+export { followerMove } from './legacy/follower-move-v1';
+export { followerMoveV2 } from './follower-move-v2';
 export { progressRelay } from './relay';

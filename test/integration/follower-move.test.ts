@@ -11,7 +11,7 @@ import { ClusterHttpError } from '../../cluster/client';
 import type { Partition, WriteReply } from '../../cluster/contract';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
-import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -101,7 +101,7 @@ describe('follower move', () => {
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
-    const outcome = await handle.result();
+    const outcome = await outcomeOf(handle);
     done = true;
     await watching;
 
@@ -124,7 +124,7 @@ describe('follower move', () => {
     expect(status.targetDurable).toBeGreaterThanOrEqual(status.boundary!);
     const detail = await showMove(client, id);
     expect(detail).toMatchObject({ running: false, outcome: { status: 'completed' } });
-    await replayAndKeep(client, handle.workflowId, 'happy-path');
+    await replayAndKeep(client, handle.workflowId, 'v2-happy-path');
   });
 
   it('refuses bad requests before anything is written, saying what was wrong', async () => {
@@ -163,7 +163,7 @@ describe('follower move', () => {
     // Operator cancel before the swap: the learner is dropped, nothing counted changed.
     const before = await partition(id);
     await cancelMove(client, id, 'test cancel');
-    expect(await first.result()).toMatchObject({ status: 'cancelled', reason: 'test cancel' });
+    expect(await outcomeOf(first)).toMatchObject({ status: 'cancelled', reason: 'test cancel' });
     const after = await partition(id);
     expect(after.learners).not.toContain(to);
     expect(after.history.map((h) => h.node)).not.toContain(to);
@@ -180,7 +180,7 @@ describe('follower move', () => {
       return s.blockingReason?.includes('stalled') ? s : undefined;
     });
     expect(stalled.blockingReason).toMatch(new RegExp(`${to} is stalled: no progress for \\d+s`));
-    expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'stalled' });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', code: 'stalled' });
     const after = await partition(id);
     expect(after.learners).toEqual([]);
     expect(after.followers).toContain(from);
@@ -191,7 +191,7 @@ describe('follower move', () => {
     const id = 'q-4';
     const { from, to, handle, release } = await startHeldMove(id, 'operator');
     await cluster.client.fault({ fault: 'crash-node', node: to });
-    expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'target_down', reason: expect.stringMatching(/failed before the swap/) });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', code: 'target_down', reason: expect.stringMatching(/failed before the swap/) });
     const after = await partition(id);
     expect(after.learners).toEqual([]);
     expect(after.followers).toContain(from);
@@ -223,13 +223,13 @@ describe('follower move', () => {
     await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: from, stalled: false });
     await release();
 
-    expect(await handle.result()).toMatchObject({ status: 'completed', from, to, epoch: before.epoch + 1 });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'completed', from, to, epoch: before.epoch + 1 });
     const after = await partition(id);
     expect(after.followers).toContain(to);
     expect(after.history.map((h) => h.node)).not.toContain(from);
     expect(after.learners).toEqual([]);
     expect((await statusOf(id)).retries).toBeGreaterThanOrEqual(1);
-    await replayAndKeep(client, handle.workflowId, 'recovery-retried');
+    await replayAndKeep(client, handle.workflowId, 'v2-recovery-retried');
   });
 
   it('a recovery before the swap ends a planner move; the learner is dropped after activation', async () => {
@@ -237,7 +237,7 @@ describe('follower move', () => {
     const { handle, release } = await startHeldMove(id, 'planner');
     const before = await partition(id);
     await cluster.client.fault({ fault: 'fail-owner', partition: id });
-    expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'pending_recovery' });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', code: 'pending_recovery' });
     const after = await partition(id);
     expect(after.pendingRecovery).toBeNull();
     expect(after.epoch).toBe(before.epoch + 1);
@@ -251,7 +251,7 @@ describe('follower move', () => {
     await cluster.client.fault({ fault: 'drop-events', count: 1_000_000 });
     try {
       const handle = await startFollowerMove(ctx, { partition: id, from, to, origin: 'operator', timing: { pollMs: 300 } });
-      expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
+      expect(await outcomeOf(handle)).toMatchObject({ status: 'completed', from, to });
     } finally {
       await cluster.client.fault({ fault: 'drop-events', count: 0 });
     }
@@ -261,7 +261,7 @@ describe('follower move', () => {
     const id = 'q-4';
     const { from, to, handle, release } = await startHeldMove(id, 'operator');
     await handle.cancel();
-    expect(await handle.result()).toMatchObject({ status: 'cancelled', reason: 'cancelled through Temporal' });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'cancelled', reason: 'cancelled through Temporal' });
     const after = await partition(id);
     expect(after.learners).not.toContain(to);
     expect(after.followers).toContain(from);
@@ -276,7 +276,7 @@ describe('follower move', () => {
       catchUpFloorBytesPerSec: 1e12,
       stallAbortMs: 600_000,
     });
-    const outcome = await handle.result();
+    const outcome = await outcomeOf(handle);
     expect(outcome).toMatchObject({ status: 'aborted', code: 'catch_up_timeout' });
     expect(outcome.status === 'aborted' && outcome.reason).toMatch(new RegExp(`${to} did not catch up within the time allowed for \\d`));
     const after = await partition(id);
@@ -297,7 +297,7 @@ describe('follower move', () => {
       await handle.signal(nodeSignal, { node: to, live: false, seq: 20 });
       await handle.signal(nodeSignal, { node: to, live: true, seq: 19 });
       stop = await startBareWorker(queue, cluster.client);
-      expect(await handle.result()).toMatchObject({ status: 'aborted', code: 'target_down' });
+      expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', code: 'target_down' });
       expect((await partition(id)).learners).toEqual([]);
     } finally {
       await stop();
@@ -326,7 +326,7 @@ describe('follower move', () => {
     const { to, handle, release } = await startHeldMove(id, 'operator', { pollMs: 300 }, queue);
     try {
       reject = true;
-      const outcome = await handle.result();
+      const outcome = await outcomeOf(handle);
       expect(rejected).toBe(1);
       expect(outcome).toMatchObject({
         status: 'aborted',
@@ -364,7 +364,7 @@ describe('follower move', () => {
     try {
       const { from, to } = await pickMove(cluster.client, id);
       const handle = await startFollowerMove({ ...ctx, taskQueue: queue }, { partition: id, from, to, origin: 'operator', timing: { pollMs: 300, retryMs: 200 } });
-      const outcome = await Promise.race([handle.result(), new Promise<'still running'>((r) => setTimeout(() => r('still running'), 30_000))]);
+      const outcome = await Promise.race([outcomeOf(handle), new Promise<'still running'>((r) => setTimeout(() => r('still running'), 30_000))]);
       expect(outcome).toMatchObject({
         status: 'aborted',
         code,
@@ -406,7 +406,7 @@ describe('follower move on a cluster of its own', () => {
           await new Promise((r) => setTimeout(r, 100));
         }
       })();
-      const outcome = await handle.result();
+      const outcome = await outcomeOf(handle);
       done = true;
       await watching;
       expect(outcome).toMatchObject({ status: 'completed', from, to });
@@ -461,7 +461,7 @@ describe('follower move on a cluster of its own', () => {
       const still = (await own.client.progress(A.id)).replicas.find((r) => r.node === T)!;
       expect(still.pausedForRecovery).toBe(true);
       await own.client.fault({ fault: 'stall-transfer', partition: B.id, node: T, stalled: false });
-      expect(await handle.result()).toMatchObject({ status: 'completed', from: R, to: T });
+      expect(await outcomeOf(handle)).toMatchObject({ status: 'completed', from: R, to: T });
       expect(Date.now() - pausedAt).toBeGreaterThan(timing.catchUpBaseMs);
       expect((await own.client.invariants()).breaches).toEqual([]);
     } finally {

@@ -1,7 +1,8 @@
 /** Shared set-up for integration tests: a worker of this project on the real dev server, a client, a logger. */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
@@ -11,6 +12,7 @@ import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type Reb
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
+import type { MoveOutcome } from '../../workflows/definitions';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
 installRuntimeLogger(logger);
@@ -102,5 +104,24 @@ export async function replayAndKeep(client: Client, workflowId: string, fixtureN
     fs.mkdirSync(dir, { recursive: true });
     const plain = temporal.api.history.v1.History.toObject(history as temporal.api.history.v1.History, { longs: String, enums: String, bytes: String });
     fs.writeFileSync(path.join(dir, `${fixtureName}.json`), JSON.stringify(plain));
+  }
+}
+
+/**
+ * How a reconfiguration ended, by the convention above MoveOutcome (definitions.ts): the result of a completed
+ * run (and of every followerMove v1 run), details[0] of an aborted run's ApplicationFailure or of a cancelled
+ * run's CancelledFailure, or the memo of a run the server closed as Canceled.
+ */
+export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome> {
+  try {
+    return (await handle.result()) as MoveOutcome;
+  } catch (err) {
+    const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
+    if ((cause instanceof ApplicationFailure || cause instanceof CancelledFailure) && cause.details?.[0]) return cause.details[0] as MoveOutcome;
+    if (cause instanceof CancelledFailure) {
+      const { memo } = await handle.describe();
+      if (memo?.['outcome']) return memo['outcome'] as MoveOutcome;
+    }
+    throw err;
   }
 }

@@ -13,7 +13,7 @@ import { ClusterClient } from '../../cluster/client';
 import { freePort, startDevServer } from '../../scripts/dev-server';
 import { ensureTemporalCli } from '../../scripts/temporal-cli';
 import { statusQuery, type MovePhase } from '../../workflows/definitions';
-import type { followerMove } from '../../workflows/follower-move';
+import type { followerMoveV2 } from '../../workflows/follower-move-v2';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 import { spawnCluster } from '../../cluster/spawn';
 import { spawnWorker } from './processes';
@@ -29,7 +29,7 @@ function tmp(name: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), `rebalancer-${name}-`));
 }
 
-async function phaseOf(handle: WorkflowHandle<typeof followerMove>): Promise<MovePhase | undefined> {
+async function phaseOf(handle: WorkflowHandle<typeof followerMoveV2>): Promise<MovePhase | undefined> {
   return handle.query(statusQuery).then((s) => s.phase, () => undefined);
 }
 
@@ -41,7 +41,7 @@ async function endedBy(client: Client, workflowId: string): Promise<string> {
 }
 
 /** Wait until the move is in one of `phases` (status queries fail while no worker runs: keep asking). */
-function inPhase(handle: WorkflowHandle<typeof followerMove>, phases: MovePhase[], timeoutMs = 120_000): Promise<MovePhase> {
+function inPhase(handle: WorkflowHandle<typeof followerMoveV2>, phases: MovePhase[], timeoutMs = 120_000): Promise<MovePhase> {
   return eventually(`phase ${phases.join('/')}`, async () => {
     const p = await phaseOf(handle);
     return p && phases.includes(p) ? p : undefined;
@@ -81,7 +81,7 @@ describe('process faults during a follower move', () => {
         if (!inWindow || (await endedBy(client, handle.workflowId)).startsWith(`${killed}@`)) continue;
         console.log(`worker killed after the swap in phase ${landed}, attempt ${attempt + 1}`);
         expect((await cluster.client.invariants()).breaches).toEqual([]);
-        await replayAndKeep(client, handle.workflowId, 'worker-killed');
+        await replayAndKeep(client, handle.workflowId, 'v2-worker-killed');
         return;
       }
       throw new Error('in every attempt the move ended before the worker was killed after the swap');
@@ -115,7 +115,7 @@ describe('process faults during a follower move', () => {
       expect(p.followers).toContain(to);
       expect(p.history.map((h) => h.node)).not.toContain(from);
       expect((await cluster.invariants()).breaches).toEqual([]);
-      await replayAndKeep(client, handle.workflowId, 'cluster-killed');
+      await replayAndKeep(client, handle.workflowId, 'v2-cluster-killed');
     } finally {
       w.shutdown();
       await running;
@@ -140,10 +140,10 @@ describe('process faults during a follower move', () => {
       await new Promise((r) => setTimeout(r, 1_000));
       server = await startDevServer({ executable, dbFile, port, uiPort: null });
       client = await connectClient(server.address);
-      const again = client.workflow.getHandle<typeof followerMove>(handle.workflowId);
+      const again = client.workflow.getHandle<typeof followerMoveV2>(handle.workflowId);
       expect(await again.result()).toMatchObject({ status: 'completed', from, to });
       expect((await cluster.client.invariants()).breaches).toEqual([]);
-      await replayAndKeep(client, handle.workflowId, 'temporal-restarted');
+      await replayAndKeep(client, handle.workflowId, 'v2-temporal-restarted');
     } finally {
       w.shutdown();
       await running;

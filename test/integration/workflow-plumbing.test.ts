@@ -3,17 +3,18 @@
  * workflows bundle, run to completion, keep their search attributes and answer their status query, and the
  * progress relay carries its cursor across runs and histories.
  */
-import { defaultPayloadConverter } from '@temporalio/common';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities';
 import { createRelayActivities } from '../../activities/relay';
 import type { ClusterEvent, Node, PartitionView } from '../../cluster/contract';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
+import { cancelUpdate, reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import type { progressRelay } from '../../workflows/relay';
-import { PhaseKey } from '../../workflows/search-attributes';
+import { KindKey, PhaseKey } from '../../workflows/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
-import { connectClient, eventually, replayAndKeep, temporalAddress } from './helpers';
+import { connectClient, eventually, outcomeOf, replayAndKeep, temporalAddress } from './helpers';
 
 const stream: PartitionView = {
   partition: {
@@ -57,26 +58,101 @@ describe('workflow plumbing on a real Temporal dev server', () => {
     await running;
   });
 
-  it('refuses to move a stream partition without writing, and says why', async () => {
+  it('refuses to move a stream partition without writing, says why, and ends Failed typed by the code', async () => {
     const client = await connectClient();
-    const handle = await client.workflow.start('followerMove', {
+    const handle = await client.workflow.start('followerMoveV2', {
       taskQueue,
       workflowId: `plumbing-${Date.now()}`,
       args: [{ partition: 's-0', from: 'n2', to: 'n4', origin: 'operator' }],
-      typedSearchAttributes: [{ key: PhaseKey, value: 'validating' }],
+      typedSearchAttributes: [{ key: PhaseKey, value: 'validating' }, { key: KindKey, value: 'follower-move' }],
     });
-    const outcome = await handle.result();
-    expect(outcome).toMatchObject({ status: 'aborted', code: 'not_a_queue' });
+    const err = await handle.result().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe('not_a_queue');
+    expect((cause as ApplicationFailure).nonRetryable).toBe(true);
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'aborted', kind: 'follower-move', code: 'not_a_queue' });
     expect(writes).toEqual([]);
     const status = await handle.query(statusQuery);
     expect(status.phase).toBe('aborted');
     const description = await handle.describe();
+    expect(description.status.name).toBe('FAILED');
     expect(description.typedSearchAttributes.get(PhaseKey)).toBe('aborted');
+    expect(await currentDetails(handle)).toBe('');
     const history = await handle.fetchHistory();
-    // One read (a local activity, recorded as a marker; patch markers aside) and no write.
+    // One read (a local activity, recorded as a marker) and no write.
     const markers = history.events?.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity') ?? [];
     expect(markers).toHaveLength(1);
     expect(history.events?.filter((e) => e.activityTaskScheduledEventAttributes) ?? []).toHaveLength(0);
+  });
+});
+
+const currentDetails = async (handle: WorkflowHandle) => (await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
+
+describe('how a move built on the steps ends, on a real Temporal dev server', () => {
+  const taskQueue = `plumbing-ends-${process.pid}`;
+  const queue: PartitionView = {
+    partition: { ...stream.partition, id: 'q-plumb', kind: 'queue', durability: { mode: 'majority_durable' }, writeRequirement: 2, generation: 3, history: [] },
+    progress: { ...stream.progress, partition: 'q-plumb' },
+  };
+  let worker: Worker;
+  let running: Promise<void>;
+  let learners: string[] = [];
+
+  beforeAll(async () => {
+    const connection = await NativeConnection.connect({ address: temporalAddress() });
+    worker = await Worker.create({
+      connection,
+      taskQueue,
+      workflowsPath: WORKFLOWS_PATH,
+      activities: createActivities({
+        cluster: {
+          partition: async () => ({ ...queue, partition: { ...queue.partition, learners } }),
+          nodes: async () => ({ generation: 1, now: 0, nodes }),
+          // The learner is added and dropped; it never catches up, so the move waits until cancelled.
+          write: async (_p, write, request) => {
+            learners = write === 'add-learner' ? ['n4'] : [];
+            return { ok: true, write, partition: { ...queue.partition, learners, generation: request.expectedGeneration + 1 }, boundary: null };
+          },
+        },
+      }),
+    });
+    running = worker.run();
+  });
+  afterAll(async () => {
+    worker.shutdown();
+    await running;
+  });
+
+  async function startMove(partition: string) {
+    const client = await connectClient();
+    return client.workflow.start('followerMoveV2', {
+      taskQueue,
+      workflowId: `plumbing-end-${partition}-${Date.now()}`,
+      args: [{ partition, from: 'n2', to: 'n4', origin: 'operator' }],
+    });
+  }
+  it('a Temporal cancel before the swap drops the learner and ends Canceled, the outcome in the memo', async () => {
+    const handle = await startMove('q-plumb');
+    await eventually('the learner added', async () => ((await handle.query(statusQuery)).phase === 'catching_up' ? true : undefined));
+    expect(await currentDetails(handle)).toContain('waiting for n4 to catch up');
+    await handle.cancel();
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'cancelled', kind: 'follower-move', reason: 'cancelled through Temporal' });
+    expect((await handle.describe()).status.name).toBe('CANCELLED');
+    expect(await currentDetails(handle)).toBe('');
+    expect(learners).toEqual([]);
+  });
+
+  it('a cancel through the update alone (no Temporal cancel request) cannot end Canceled: Failed, its cause a CancelledFailure', async () => {
+    const handle = await startMove('q-plumb');
+    await eventually('the learner added', async () => ((await handle.query(statusQuery)).phase === 'catching_up' ? true : undefined));
+    await handle.executeUpdate(cancelUpdate, { args: [{ reason: 'test' }] });
+    const err = await handle.result().catch((e: unknown) => e);
+    expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'cancelled', reason: 'test' });
+    expect((await handle.describe()).status.name).toBe('FAILED');
+    expect(learners).toEqual([]);
   });
 });
 
@@ -110,7 +186,7 @@ describe('the progress relay workflow on a real Temporal dev server', () => {
     let producer: NodeJS.Timeout | undefined;
     try {
       // Stands in for the partition's move: nobody polls its task queue, it only collects signals.
-      const sink = await client.workflow.start('followerMove', {
+      const sink = await client.workflow.start('followerMoveV2', {
         taskQueue: `${taskQueue}-nobody-polls`,
         workflowId: reconfigurationWorkflowId(partition),
         args: [{ partition, from: 'n1', to: 'n2', origin: 'operator' }],

@@ -10,7 +10,7 @@ import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '.
 import { statusQuery } from '../../workflows/definitions';
 import type { ClusterClient } from '../../cluster/client';
 import type { Fault, GuardedWriteName } from '../../cluster/contract';
-import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
 
 type Victim = 'owner' | 'R' | 'T' | 'recovery';
 type When = 'before' | 'after';
@@ -111,7 +111,7 @@ describe('faults at every write boundary of a follower move', () => {
         await new Promise((r) => setTimeout(r, 1_500));
         await cluster.client.fault({ fault: 'restart-node', node });
       })();
-      const outcome = await handle.result().finally(() => (ended = true));
+      const outcome = await outcomeOf(handle).finally(() => (ended = true));
       await healer;
       const got = outcome.status === 'aborted' ? `aborted:${outcome.code}` : outcome.status;
       outcomes[`${victim} ${when} ${write}`] = got;
@@ -155,9 +155,9 @@ describe('operator cancel after the swap', () => {
     expect((refusal as MoveRefused).message).toMatch(new RegExp(`already counts ${to} instead of ${from}.*will finish by removing ${from}`));
     expect((await handle.query(statusQuery)).blockingReason).toMatch(new RegExp(`${to} is down after the swap: ${from} stays eligible and keeps its data`));
     await cluster.client.fault({ fault: 'restart-node', node: to });
-    expect(await handle.result()).toMatchObject({ status: 'completed' });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
     expect((await cluster.client.invariants()).breaches).toEqual([]);
-    await replayAndKeep(client, handle.workflowId, 'target-lost-after-swap');
+    await replayAndKeep(client, handle.workflowId, 'v2-target-lost-after-swap');
   });
 });
 
@@ -178,7 +178,7 @@ describe('T down after the swap', () => {
     expect(held.leaving).toBe(from);
     expect(held.history.map((h) => h.node)).toContain(from);
     await cluster.client.fault({ fault: 'restart-node', node: to });
-    expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'completed', from, to });
     expect((await cluster.client.invariants()).breaches).toEqual([]);
   });
 });

@@ -22,8 +22,8 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities, MoveContext } from '../activities';
-import type { GuardedWriteName, PartitionView, WriteReply } from '../cluster/contract';
+import type { Activities, MoveContext } from '../../activities';
+import type { GuardedWriteName, PartitionView, WriteReply } from '../../cluster/contract';
 import {
   admittedSignal,
   cancelUpdate,
@@ -37,10 +37,10 @@ import {
   type MovePhase,
   type MoveStatus,
   type MoveTiming,
-} from './definitions';
-import { checkFollowerMove, classifyRemovalRefusal, TargetWatch, type TargetReport } from './follower-move-rules';
-import { formatBytes } from './format';
-import { PhaseKey } from './search-attributes';
+} from '../definitions';
+import { checkFollowerMove, classifyRemovalRefusal, TargetWatch, type TargetReport } from '../follower-move-rules';
+import { formatBytes } from '../format';
+import { PhaseKey } from '../search-attributes';
 
 export const DEFAULT_TIMING: MoveTiming = {
   stallReportMs: 30_000,

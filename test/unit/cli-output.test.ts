@@ -1,0 +1,88 @@
+/**
+ * The CLI's pure pieces: the start banner's example move, readable log lines, and the plain lines of
+ * `moves --watch` when stdout is not a terminal.
+ */
+import { describe, expect, it } from 'vitest';
+import { ClusterSim } from '../../cluster/sim/sim';
+import { exampleMove } from '../../client/moves';
+import { watchMoves } from '../../client/watch';
+import type { MoveStatus } from '../../workflows/definitions';
+import { prettyLine } from '../../worker/logger';
+
+const fresh = () => ClusterSim.create({ nodes: 5, partitions: 12, streams: 1, config: {} }).topology();
+
+describe('the start banner example', () => {
+  it('is a move the cluster as it is now accepts, also after the first example ran', () => {
+    const topology = fresh();
+    expect(exampleMove(topology)).toBe('rebalancer move q-0 --from n2 --to n4 --wait');
+    // After that move n4 holds q-0's copy and n2 none: the old fixed example would be refused (not_a_follower).
+    const q0 = topology.partitions.find((p) => p.id === 'q-0')!;
+    q0.followers = ['n4', 'n3'];
+    expect(exampleMove(topology)).toBe('rebalancer move q-0 --from n4 --to n2 --wait');
+  });
+
+  it('is null when no follower move would be accepted anywhere', () => {
+    const full = ClusterSim.create({ nodes: 3, partitions: 2, streams: 0, config: {} }).topology();
+    expect(exampleMove(full)).toBeNull();
+  });
+});
+
+describe('readable log lines', () => {
+  it('show time, level, name, message and the other fields as key=value; an error with its stack', () => {
+    const time = Date.UTC(2026, 10, 30, 14, 2, 11);
+    const line = JSON.stringify({ level: 30, time, pid: 1, hostname: 'h', name: 'start', url: 'http://127.0.0.1:7380', note: 'two words', msg: 'using the broker' });
+    expect(prettyLine(line)).toBe('14:02:11 INFO  start: using the broker url=http://127.0.0.1:7380 note="two words"\n');
+    const err = JSON.stringify({ level: 50, time, name: 'start', err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at x' }, msg: 'start failed' });
+    expect(prettyLine(err)).toBe('14:02:11 ERROR start: start failed\n  Error: boom\n    at x\n');
+  });
+});
+
+function status(partition: string, bytesRemaining: number | null, phase: MoveStatus['phase'] = 'catching_up'): MoveStatus {
+  return {
+    kind: 'follower-move',
+    partition,
+    from: 'n2',
+    to: 'n4',
+    origin: 'operator',
+    phase,
+    bytesRemaining,
+    boundary: null,
+    targetDurable: null,
+    blockingReason: null,
+    epoch: 1,
+    generation: 1,
+    retries: 0,
+    outcome: null,
+  };
+}
+
+describe('moves --watch without a terminal', () => {
+  it('prints a line when a move changes, with the share of bytes copied, and one when it ends', async () => {
+    const refreshes = [
+      [],
+      [status('q-1', 4096)],
+      [status('q-1', 4096)],
+      [status('q-1', 1024), { ...status('q-2', null, 'adding_learner'), from: null, kind: 'grow' as const }],
+      [status('q-2', 0)],
+    ];
+    const stop = new AbortController();
+    let out = '';
+    let calls = 0;
+    await watchMoves(
+      async () => {
+        const running = refreshes[calls++];
+        if (!running) stop.abort();
+        return running ?? [];
+      },
+      { everyMs: 1, signal: stop.signal, out: (t) => void (out += t) },
+    );
+    expect(out.trim().split('\n')).toEqual([
+      'no moves in progress',
+      'q-1 follower-move n2->n4 0% catching_up: 4.0 KiB remaining',
+      'q-1 follower-move n2->n4 75% catching_up: 1.0 KiB remaining',
+      'q-2 grow +n4 0% adding_learner',
+      'q-1 ended: `rebalancer show q-1` says how',
+      'q-2 follower-move n2->n4 100% catching_up: 0 B remaining',
+    ]);
+  });
+});

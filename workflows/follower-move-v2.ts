@@ -1,0 +1,165 @@
+/**
+ * Move the follower copy of one queue partition from R to T without a fence (the note's "Moving a follower:
+ * two steps"), composed of the step library. Before the swap every exit drops the learner; past it the only
+ * ways on are finishing or ordinary recovery. The workflow type that replaced `followerMove` (kept in
+ * legacy/ so running moves finish and saved histories replay).
+ */
+import type { FollowerMoveRequest, MoveOutcome } from './definitions';
+import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
+import { formatBytes } from './format';
+import { Operation } from './steps/operation';
+import {
+  addLearner,
+  dropLearnerAndSay,
+  learnerInterrupts,
+  rejection,
+  removeLeaving,
+  runStep,
+  swap,
+  waitForActivation,
+  waitForAdmission,
+} from './steps/steps';
+import { DEFAULT_TIMING, Watch, type Interrupt } from './steps/watch';
+
+export async function followerMoveV2(request: FollowerMoveRequest): Promise<MoveOutcome> {
+  const { partition, from: R, to: T, origin } = request;
+  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
+  const op = new Operation({ kind: 'follower-move', partition, from: R, to: T, origin }, watch);
+  watch.listen();
+  op.start();
+
+  const aborted = (code: string, reason: string): MoveOutcome => ({ status: 'aborted', partition, code, reason });
+  const cancelled = (): MoveOutcome => ({ status: 'cancelled', partition, reason: op.cancelReason ?? 'cancelled' });
+  /** An exit before the swap: nothing counted changed, and the learner goes. */
+  const abortBeforeSwap = async (code: string, why: string): Promise<MoveOutcome> => aborted(code, `${why}; ${await dropLearnerAndSay(op, T)} before the swap`);
+  const cancelBeforeSwap = async (): Promise<MoveOutcome> => {
+    await dropLearnerAndSay(op, T);
+    return cancelled();
+  };
+  /** The move cannot finish by itself past the swap: end it saying what holds and what the operator can do. */
+  const stuckAfterSwap = (B: number, code: string, why: string): MoveOutcome =>
+    aborted(
+      code,
+      `${why}. ${T} counts since the swap at boundary ${B}; ${R} stays leaving, eligible and keeps its data, so ` +
+        `nothing is lost. Fix what the broker names, then remove ${R} with the guarded write remove-leaving.`,
+    );
+  const whileDoing = () => `while ${op.status.phase.replace(/_/g, ' ')}`;
+
+  /** Step 0 and step 1, retried after a recovery: the outcome when the move ended, or boundary B. */
+  const beforeSwap = async (): Promise<MoveOutcome | { boundary: number }> => {
+    const learner = learnerInterrupts(op, T);
+    // Adding T: only a recovery or a cancel interrupts (a refusal says the rest).
+    const adding = (): Interrupt | null => (watch.recoveryPending ? 'recovery' : op.cancelReason !== null ? 'cancel' : null);
+    for (;;) {
+      // ---- step 0: add T as a learner (or reuse it after a recovery).
+      const added = await runStep(op, addLearner(op, T, adding));
+      if (!added.ok) {
+        if ('refusal' in added) return aborted(added.refusal.code, `${T} was not added: ${added.refusal.message}`);
+        if (added.interrupt === 'cancel') return cancelled();
+        if (origin === 'planner') {
+          return aborted('pending_recovery', `a recovery opened on ${partition} before ${T} was added; the planner decides again after activation`);
+        }
+        await runStep(op, waitForActivation(op));
+        await watch.read();
+        continue;
+      }
+
+      // ---- admission: T catches up in the background and the broker admits it to the accepted history.
+      let interrupt: Interrupt;
+      const admitted = await runStep(op, waitForAdmission(op, T, learner));
+      if (admitted.ok) {
+        // ---- step 1: swap who counts; the owner records boundary B.
+        const swapped = await runStep(op, swap(op, T, R, learner));
+        if (swapped.ok) return { boundary: swapped.value };
+        if ('refusal' in swapped) {
+          // The broker's word that T is down: a failed target never starts to count.
+          if (swapped.refusal.code !== 'node_down') return abortBeforeSwap(swapped.refusal.code, `the swap was refused: ${swapped.refusal.message}`);
+          interrupt = 'node_down';
+        } else interrupt = swapped.interrupt;
+      } else if ('interrupt' in admitted) interrupt = admitted.interrupt;
+      else return abortBeforeSwap('rejected', 'admission ended without an interrupt');
+
+      // ---- an exit before the swap: nothing counted changed.
+      const transfer = watch.transfer(T);
+      switch (interrupt) {
+        case 'cancel':
+          return cancelBeforeSwap();
+        case 'node_down':
+          return abortBeforeSwap('target_down', `${T} failed before the swap; nothing counted changed`);
+        case 'stalled':
+          return abortBeforeSwap('stalled', `${T} made no progress for ${Math.round((transfer?.watch.stalledFor(Date.now()) ?? 0) / 1000)}s`);
+        case 'deadline':
+          return abortBeforeSwap('catch_up_timeout', `${T} did not catch up within the time allowed for ${formatBytes(transfer?.bytesToCopy ?? 0)}`);
+        case 'recovery':
+          break;
+      }
+      // A recovery cancels the move: an operator's move waits for activation and tries again under the new
+      // epoch, reusing T if it is still a learner; a planner's move ends and the planner decides again.
+      await runStep(op, waitForActivation(op));
+      if (op.cancelReason !== null) return cancelBeforeSwap();
+      if (origin === 'planner') return abortBeforeSwap('pending_recovery', `a recovery on ${partition} cancelled the move before the swap`);
+      op.status.retries++;
+      const ctx = await watch.read();
+      const again = checkFollowerMove({ ...ctx.view.partition, learners: ctx.view.partition.learners.filter((n) => n !== T) }, ctx.nodes, R, T);
+      if (!again.ok) return abortBeforeSwap(again.code, `after the recovery the move no longer applies: ${again.message}`);
+    }
+  };
+
+  /** Step 2, past the swap: finish or go through recovery; nothing cancels this part. */
+  const afterSwap = async (B: number): Promise<MoveOutcome> => {
+    for (;;) {
+      // ---- cover B, then step 2: remove R; it keeps its data as a retained copy for the grace period.
+      const removed = await runStep(op, removeLeaving(op, R, T, B, (r) => classifyRemovalRefusal(r, T)));
+      if (removed.ok) return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
+      if (!('refusal' in removed)) continue;
+      const r = removed.refusal;
+      if (r.code !== 'not_leaving') return stuckAfterSwap(B, r.code, `the broker refused to remove ${R} for a reason that does not pass by itself: ${r.message}`);
+      const { view } = await watch.read();
+      const p = view.partition;
+      if (p.leaving === null && !p.history.some((h) => h.node === R) && p.followers.includes(T)) {
+        return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
+      }
+      return aborted(r.code, `${R} is no longer leaving ${partition}: ${r.message}`);
+    }
+  };
+
+  return op.run(async () => {
+    // ---- validating: the same rules the CLI checked, against what the broker says now.
+    let ctx;
+    try {
+      ctx = await watch.read();
+    } catch (err) {
+      const cause = rejection(err);
+      if (cause) return aborted(cause.type ?? 'rejected', cause.message);
+      throw err;
+    }
+    const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
+    if (!check.ok) return aborted(check.code, check.message);
+
+    let before: MoveOutcome | { boundary: number };
+    try {
+      before = await beforeSwap();
+    } catch (err) {
+      // Every exit before the swap drops the learner, a request the broker rejects for good included.
+      const cause = rejection(err);
+      if (!cause || op.status.boundary !== null) throw err;
+      return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
+    }
+    if ('status' in before) return before;
+    const B = before.boundary;
+    op.refuseCancel(
+      () =>
+        `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${B}); undoing it would need another ` +
+        `swap. The move will finish by removing ${R} once ${T} is durable at ${B} (now ${op.snapshot().targetDurable ?? 'unknown'}); ` +
+        `${R} keeps its data until then. To put the copy back, wait for this move to complete and move it from ${T} to ${R}.`,
+    );
+    try {
+      return await afterSwap(B);
+    } catch (err) {
+      // Past the swap too, a request the broker rejects for good ends the move with its reason.
+      const cause = rejection(err);
+      if (!cause) throw err;
+      return stuckAfterSwap(B, cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
+    }
+  });
+}

@@ -1,0 +1,184 @@
+/**
+ * One reconfiguration as an operator sees it: its status (query), its phase (search attribute and current
+ * details), an operator's cancel (update, or a Temporal cancel request) and how it ends. Every workflow type
+ * built on the steps ends in the matching Temporal status (see MoveOutcome in definitions.ts).
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  log,
+  setCurrentDetails,
+  setHandler,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  cancelUpdate,
+  statusQuery,
+  type CancelRequest,
+  type MoveOrigin,
+  type MoveOutcome,
+  type MovePhase,
+  type MoveStatus,
+  type ReconfigurationKind,
+} from '../definitions';
+import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../search-attributes';
+import type { Watch } from './watch';
+
+export interface OperationSubject {
+  kind: ReconfigurationKind;
+  partition: string;
+  from: string | null;
+  to: string;
+  origin: MoveOrigin;
+}
+
+export class Operation {
+  readonly status: MoveStatus;
+  /** Set by an operator's cancel (update or Temporal request) while the operation can still be undone. */
+  cancelReason: string | null = null;
+  /** Once set, a cancel is refused with these words (the operation is past its point of no return). */
+  private noWayBack: (() => string) | null = null;
+  /** The phase the search attribute shows. */
+  private shownPhase: string | undefined;
+  /** Temporal delivered a cancel request to this run: only then can it end as Canceled. */
+  private cancelRequested = false;
+
+  constructor(
+    readonly subject: OperationSubject,
+    readonly watch: Watch,
+  ) {
+    this.status = {
+      kind: subject.kind,
+      partition: subject.partition,
+      from: subject.from,
+      to: subject.to,
+      origin: subject.origin,
+      phase: 'validating',
+      bytesRemaining: null,
+      boundary: null,
+      targetDurable: null,
+      blockingReason: null,
+      epoch: null,
+      generation: null,
+      retries: 0,
+      outcome: null,
+    };
+    watch.onBlocked = (reason) => this.block(reason);
+  }
+
+  /** Install the status query, the cancel update and the Temporal cancel handling; show the search attributes. */
+  start(): void {
+    const attrs = workflowInfo().typedSearchAttributes;
+    this.shownPhase = attrs.get(PhaseKey);
+    // The starter sets them (no event); a starter that did not gets them here, once.
+    if (attrs.get(KindKey) === undefined) {
+      upsertSearchAttributes([
+        { key: PartitionKey, value: this.subject.partition },
+        { key: KindKey, value: this.subject.kind },
+        { key: PhaseKey, value: this.status.phase },
+        ...(this.subject.from === null ? [] : [{ key: SourceKey, value: this.subject.from }]),
+        { key: TargetKey, value: this.subject.to },
+      ]);
+      this.shownPhase = this.status.phase;
+    }
+    setHandler(statusQuery, () => this.snapshot());
+    setHandler(
+      cancelUpdate,
+      ({ reason }) => {
+        this.requestCancel(reason || 'cancelled by an operator');
+        return { accepted: true as const, phase: this.status.phase };
+      },
+      {
+        validator: (_request: CancelRequest) => {
+          if (this.status.outcome !== null) {
+            throw ApplicationFailure.nonRetryable(`refused: the ${this.subject.kind} already ended (${this.status.outcome.status})`, 'CancelRefused');
+          }
+          if (this.noWayBack) throw ApplicationFailure.nonRetryable(this.noWayBack(), 'CancelRefused');
+        },
+      },
+    );
+    // A cancel from the Temporal UI or API is an operator cancel; cleanup must still run, so bodies run in a
+    // non-cancellable scope (`run`) and only read the reason.
+    CancellationScope.current().cancelRequested.catch(() => {
+      this.cancelRequested = true;
+      if (this.noWayBack) log.warn(`cancel requested past the point of no return: ignored, the ${this.subject.kind} can only finish`);
+      else this.requestCancel('cancelled through Temporal');
+    });
+  }
+
+  private requestCancel(reason: string): void {
+    this.cancelReason ??= reason;
+    this.watch.version++;
+  }
+
+  /** From here on a cancel is refused with these words (they say why and what the way on is). */
+  refuseCancel(why: () => string): void {
+    this.noWayBack = why;
+  }
+
+  snapshot(): MoveStatus {
+    const target = this.watch.replica(this.subject.to);
+    return {
+      ...this.status,
+      generation: this.watch.generation || null,
+      epoch: this.watch.epoch || null,
+      targetDurable: target.durable >= 0 ? target.durable : null,
+      bytesRemaining: target.durable >= 0 ? target.bytesRemaining : null,
+    };
+  }
+
+  /** Enter a phase: shown in the status, and as a search attribute (one upsert per change). */
+  setPhase(phase: MovePhase): void {
+    if (this.status.phase === phase) return;
+    this.status.phase = phase;
+    // A blocking reason belongs to the phase that gave it.
+    this.status.blockingReason = null;
+    this.showPhase();
+  }
+
+  /** The operation waits, for these words (the status and the workflow's current details show them). */
+  block(reason: string): void {
+    if (this.status.blockingReason === reason) return;
+    this.status.blockingReason = reason;
+    setCurrentDetails(`**${this.status.phase}**: ${reason}`);
+  }
+
+  /** A step tried again after a passing refusal or a recovery. */
+  retried(reason: string): void {
+    this.status.retries++;
+    this.block(reason);
+  }
+
+  private showPhase(): void {
+    if (this.shownPhase === this.status.phase) return;
+    this.shownPhase = this.status.phase;
+    upsertSearchAttributes([{ key: PhaseKey, value: this.status.phase }]);
+  }
+
+  /**
+   * Run the operation's body to its outcome and end the workflow in the matching Temporal status: completed
+   * returns the outcome; aborted throws a non-retryable ApplicationFailure typed by the outcome's code (Failed),
+   * the outcome as details[0]; cancelled throws a CancelledFailure with the outcome as details[0]. The server
+   * closes a run as Canceled only when it received a Temporal cancel request (tried on the dev server: thrown
+   * without one, the run closes Failed with the CancelledFailure as cause, and a run cannot cancel itself), and
+   * a Canceled close keeps no details, so the outcome then goes into the memo (`outcome`).
+   */
+  async run(body: () => Promise<MoveOutcome>): Promise<MoveOutcome> {
+    const outcome = { kind: this.subject.kind, ...(await CancellationScope.nonCancellable(body)) } as MoveOutcome;
+    this.status.outcome = outcome;
+    this.setPhase(outcome.status);
+    // An ended workflow no longer shows its last waiting reason.
+    setCurrentDetails('');
+    log.info(`${this.subject.kind} of ${this.subject.partition} ${outcome.status}`, { outcome });
+    if (outcome.status === 'cancelled') {
+      // The server keeps no details with a Canceled close (nor does the SDK send any): the memo keeps the outcome.
+      if (this.cancelRequested) upsertMemo({ outcome });
+      throw new CancelledFailure(outcome.reason, [outcome]);
+    }
+    if (outcome.status === 'aborted') throw ApplicationFailure.nonRetryable(outcome.reason, outcome.code, outcome);
+    return outcome;
+  }
+}
