@@ -1,6 +1,7 @@
 /**
  * The progress relay's activity: reads the broker's event feed and turns events into signals to the
- * partition's workflow. Delivery is at least once: the cursor is heartbeated only once the signals of a page
+ * partition's workflow, and changes of the cluster (nodes joining, going up or down, draining; recoveries)
+ * into topology signals to the rebalancer and the node's drain. Delivery is at least once: the cursor is heartbeated only once the signals of a page
  * went out, and a retried run (worker killed, heartbeat timed out) resumes from the last heartbeat. Workflows
  * are idempotent about repeats (progress is a maximum, liveness carries the feed sequence). Progress is
  * coalesced per partition and throttled, except when a replica crosses the switch boundary, which is what a
@@ -13,14 +14,19 @@ import type { SignalDefinition } from '@temporalio/workflow';
 import type { Logger } from 'pino';
 import type { ClusterClient } from '../cluster/client';
 import type { ClusterEvent } from '../cluster/contract';
+import { relayScope } from '../worker/relay';
 import {
   admittedSignal,
+  drainWorkflowId,
   nodeSignal,
   progressSignal,
+  rebalancerWorkflowId,
   reconfigurationWorkflowId,
   recoverySignal,
+  topologySignal,
   type NodeSignal,
   type ProgressSignal,
+  type TopologySignal,
 } from '../workflows/definitions';
 import type { RelayRun } from '../workflows/relay';
 import { SourceKey, TargetKey } from '../workflows/search-attributes';
@@ -49,6 +55,9 @@ export interface SentSignal {
 
 type ProgressEvent = Extract<ClusterEvent, { type: 'progress' }>;
 
+/** Sends one signal; a workflow that does not run is skipped. */
+type Send = <Args extends unknown[]>(workflowId: string, def: SignalDefinition<Args>, ...args: Args) => Promise<void>;
+
 interface Sent {
   at: number;
   covering: number;
@@ -71,6 +80,9 @@ class FeedRun {
   /** Progress held back by the throttle, sent once its interval has passed. */
   private readonly held = new Map<string, ProgressEvent>();
 
+  /** The rebalancer of this relay's broker and task queue. */
+  private readonly rebalancer: string;
+
   constructor(
     private readonly deps: RelayDeps,
     private readonly run: RelayRun,
@@ -79,6 +91,7 @@ class FeedRun {
     private readonly log: Logger | undefined,
   ) {
     this.cursor = start;
+    this.rebalancer = rebalancerWorkflowId(relayScope(run.brokerUrl, ctx.info.taskQueue));
   }
 
   /** Where a successor must resume: before the oldest progress still held back, so nothing is skipped. */
@@ -119,7 +132,7 @@ class FeedRun {
 
   private async deliver(page: RelayPage, events: ClusterEvent[], flush: boolean): Promise<void> {
     let sentInPage = 0;
-    const send = async <Args extends unknown[]>(workflowId: string, def: SignalDefinition<Args>, ...args: Args): Promise<void> => {
+    const send: Send = async (workflowId, def, ...args) => {
       // A cancelled run (worker stopping) sends nothing more: its successor delivers the page again.
       this.ctx.cancellationSignal.throwIfAborted();
       try {
@@ -164,6 +177,7 @@ class FeedRun {
         default:
           break;
       }
+      this.topologyChange(e, queue, send);
     }
     const now = Date.now();
     for (const [partition, e] of this.held) {
@@ -179,6 +193,31 @@ class FeedRun {
       });
     }
     await Promise.all(chains.values());
+  }
+
+  /**
+   * A change the rebalancer reacts to goes to it; a node's change also goes to that node's drain. Each target
+   * has its own chain, so it hears its events in feed order.
+   */
+  private topologyChange(e: ClusterEvent, queue: (key: string, step: () => Promise<void>) => void, send: Send): void {
+    let signal: TopologySignal;
+    switch (e.type) {
+      case 'node_joined':
+      case 'node_up':
+      case 'node_down':
+      case 'node_draining':
+        signal = { event: e.type, node: e.node, seq: e.seq };
+        break;
+      case 'recovery_opened':
+      case 'recovery_activated':
+        signal = { event: e.type, partition: e.partition, seq: e.seq };
+        break;
+      default:
+        return;
+    }
+    const targets = [this.rebalancer];
+    if (signal.node !== undefined) targets.push(drainWorkflowId(signal.node));
+    for (const id of targets) queue(id, () => send(id, topologySignal, signal));
   }
 
   /** The running moves whose source or target is `node`, found through visibility. */

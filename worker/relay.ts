@@ -8,8 +8,13 @@ import { createHash } from 'node:crypto';
 import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
 import type { progressRelay, RelayTuning } from '../workflows/relay';
 
+/** The hash of broker URL and task queue that names the relay and the rebalancer it signals (`rebalancerWorkflowId`). */
+export function relayScope(brokerUrl: string, taskQueue: string): string {
+  return createHash('sha256').update(`${brokerUrl}\n${taskQueue}`).digest('hex').slice(0, 12);
+}
+
 export function relayWorkflowId(brokerUrl: string, taskQueue: string): string {
-  return `progress-relay-${createHash('sha256').update(`${brokerUrl}\n${taskQueue}`).digest('hex').slice(0, 12)}`;
+  return `progress-relay-${relayScope(brokerUrl, taskQueue)}`;
 }
 
 /** Starts the relay from the feed's beginning unless it runs already; the running one keeps its cursor and tuning. */

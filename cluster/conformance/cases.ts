@@ -267,13 +267,38 @@ conformance('add-learner: a down node is refused node_down', [F], async (h) => {
   await h.refuse(p.id, 'add-learner', { node: spare }, 'node_down');
 });
 
-conformance('add-learner: a draining node is refused node_draining', [F], async (h) => {
+conformance('add-learner: a draining node is refused node_draining', [], async (h) => {
   const p = await h.quietQueue();
   const draining = await h.spareNode();
-  await h.fault({ fault: 'set-draining', node: draining, draining: true });
+  await h.setDraining(draining, true);
   const node = (await h.client.topology()).nodes.find((n) => n.id === draining);
   checkEqual(node?.draining, true, `${draining} reported draining`);
   await h.refuse(p.id, 'add-learner', { node: draining }, 'node_draining');
+});
+
+conformance('draining: PUT /v1/nodes/{id}/draining sets and clears the mark, one node_draining event per change', [], async (h) => {
+  const node = await h.spareNode();
+  const cursor = await h.cursor();
+  const reason = `conformance ${h.runId}`;
+  checkEqual((await h.setDraining(node, true, reason)).draining, true, `${node} answered draining`);
+  checkEqual((await h.setDraining(node, true)).draining, true, `${node} still draining after the same flag again`);
+  checkEqual((await h.client.nodes()).nodes.find((n) => n.id === node)?.draining, true, `${node} draining in GET /v1/nodes`);
+  checkEqual((await h.setDraining(node, false)).draining, false, `${node} answered no longer draining`);
+  const missing = `no-such-node-${h.runId}`;
+  const unknown = await h.raw('PUT', `/v1/nodes/${missing}/draining`, JSON.stringify({ draining: true }));
+  checkEqual(unknown.status, 404, 'PUT draining on an unknown node');
+  check(unknown.text.includes(missing), `the 404 names ${missing}: ${unknown.text.slice(0, 300)}`);
+  const bad = await h.raw('PUT', `/v1/nodes/${node}/draining`, JSON.stringify({ draining: 'yes' }));
+  checkEqual(bad.status, 400, 'PUT draining with a non-boolean flag');
+  const events = (await h.eventsSince(cursor)).filter((e) => e.type === 'node_draining' && e.node === node);
+  checkEqual(
+    events.map((e) => (e.type === 'node_draining' ? { draining: e.draining, reason: e.reason } : null)),
+    [
+      { draining: true, reason },
+      { draining: false, reason: null },
+    ],
+    `node_draining events for ${node}`,
+  );
 });
 
 conformance('add-learner: the owner or a follower is refused already_a_replica', [], async (h) => {

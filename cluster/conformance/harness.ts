@@ -14,6 +14,7 @@ import {
   type Fault,
   type GuardedWriteName,
   type GuardedWriteRequest,
+  type Node,
   type Partition,
   type PartitionView,
   type RefusalCode,
@@ -252,6 +253,13 @@ export class Harness {
     }
   }
 
+  /** Mark a node draining through the contract (or clear the mark); cleanup() clears a mark this case set. */
+  async setDraining(node: string, draining: boolean, reason?: string): Promise<Node> {
+    const reply = await this.client.setDraining(node, draining, reason);
+    if (draining) this.undo.push(async () => void (await this.client.setDraining(node, false)));
+    return reply;
+  }
+
   async publish(partition: string, count: number): Promise<{ firstOffset: number; nextOffset: number }> {
     this.requireControl('publish');
     return this.client.publish(partition, count);
@@ -445,7 +453,7 @@ export class Harness {
 
   /** A plain HTTP request, for the replies the typed client treats as errors (404, 400, 422). */
   async raw(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'PUT',
     path: string,
     body?: string,
     contentType: string | null = 'application/json',

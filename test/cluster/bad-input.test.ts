@@ -29,7 +29,7 @@ afterAll(async () => {
 });
 
 interface Sent {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PUT';
   path: string;
   body?: string;
   /** null: no content-type header at all. */
@@ -83,6 +83,8 @@ interface FieldSpec {
 }
 
 interface Endpoint {
+  /** POST unless said. */
+  method?: 'PUT';
   path: () => string;
   body: () => Record<string, Json>;
   fields: FieldSpec[];
@@ -152,6 +154,15 @@ const ENDPOINTS: Record<string, Endpoint> = {
       // Optional with defaults: dropping them would be a valid join, so they are never removed.
       { path: ['capacity'], kind: 'number', required: false, max: 1000 },
       { path: ['zone'], kind: 'string', required: false, max: 64 },
+    ],
+  },
+  draining: {
+    method: 'PUT',
+    path: () => `/v1/nodes/${nodeId()}/draining`,
+    body: () => ({ draining: true, reason: 'bad input' }),
+    fields: [
+      { path: ['draining'], kind: 'enum', required: true, max: 0 },
+      { path: ['reason'], kind: 'string', required: false, max: 200 },
     ],
   },
   'fault:crash-node': {
@@ -253,22 +264,27 @@ const mutatedRequest: fc.Arbitrary<Sent> = fc
           else if (mutation === 'extra') setPath(body, [...field.path.slice(0, -1), extraKey], 1);
           else setPath(body, field.path, value);
           const names = mutation === 'extra' ? extraKey : field.path.at(-1)!;
-          return { method: 'POST', path: ep.path(), body: JSON.stringify(body), names };
+          return { method: ep.method ?? 'POST', path: ep.path(), body: JSON.stringify(body), names };
         }),
       );
   });
 
-const postPaths = (): string[] => [...new Set(Object.values(ENDPOINTS).map((e) => e.path()))];
+/** Every endpoint that takes a body, by method and path. */
+const targets = (): { method: 'POST' | 'PUT'; path: string }[] => {
+  const seen = new Map<string, { method: 'POST' | 'PUT'; path: string }>();
+  for (const e of Object.values(ENDPOINTS)) seen.set(`${e.method ?? 'POST'} ${e.path()}`, { method: e.method ?? 'POST', path: e.path() });
+  return [...seen.values()];
+};
 
 describe('bad input never breaks the reference cluster', { timeout: 120_000 }, () => {
   it('valid bodies with one field broken: 4xx naming the field, nothing changes', async () => {
     await fc.assert(fc.asyncProperty(mutatedRequest, sendBad), { numRuns: 1500 });
   });
 
-  it('random JSON bodies to every POST endpoint', async () => {
+  it('random JSON bodies to every endpoint that takes one', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...postPaths()), fc.json({ maxDepth: 3 }), async (path, body) => {
-        await sendBad({ method: 'POST', path, body });
+      fc.asyncProperty(fc.constantFrom(...targets()), fc.json({ maxDepth: 3 }), async (target, body) => {
+        await sendBad({ ...target, body });
       }),
       { numRuns: 600 },
     );
@@ -284,7 +300,7 @@ describe('bad input never breaks the reference cluster', { timeout: 120_000 }, (
       }),
     );
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...postPaths()), malformed, async (path, body) => {
+      fc.asyncProperty(fc.constantFrom(...targets()), malformed, async (target, body) => {
         // A well-formed body alone is not what this property is about: skip the rare valid one.
         let valid = false;
         try {
@@ -294,7 +310,7 @@ describe('bad input never breaks the reference cluster', { timeout: 120_000 }, (
           valid = false;
         }
         fc.pre(!valid);
-        await sendBad({ method: 'POST', path, body });
+        await sendBad({ ...target, body });
       }),
       { numRuns: 500 },
     );
@@ -311,7 +327,7 @@ describe('bad input never breaks the reference cluster', { timeout: 120_000 }, (
           await sendBad({ method: 'POST', path, body: JSON.stringify(body), contentType, refusal: 'generation_mismatch' });
         } else {
           body.extra_ct = 1;
-          await sendBad({ method: 'POST', path, body: JSON.stringify(body), contentType, names: 'extra_ct' });
+          await sendBad({ method: ep.method ?? 'POST', path, body: JSON.stringify(body), contentType, names: 'extra_ct' });
         }
       }),
       { numRuns: 200 },

@@ -1,9 +1,11 @@
 /**
  * The progress relay with two workers on one task queue, on a real dev server and an in-process reference
- * cluster. Signals are counted where they land: in the histories of stand-in move workflows (`reconfigure-<p>`
- * started on a task queue nobody polls, so they stay running and only collect signals). One relay runs per
- * broker, every event is signalled once, a node's signals keep feed order, a worker stopped mid-page loses
- * nothing (the other worker resumes from the last heartbeat), and so does a worker process killed with SIGKILL.
+ * cluster. Signals are counted where they land: in the histories of stand-in workflows started on a task queue
+ * nobody polls, so they stay running and only collect signals: moves (`reconfigure-<p>`), the rebalancer of the
+ * relay's broker and task queue, and the drains of the failing nodes. One relay runs per broker, every event is
+ * signalled once, a node's signals and each target's topology signals keep feed order, a worker stopped
+ * mid-page loses nothing (the other worker resumes from the last heartbeat), and so does a worker process
+ * killed with SIGKILL.
  */
 import os from 'node:os';
 import { Context } from '@temporalio/activity';
@@ -12,8 +14,9 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
-import { ensureRelay } from '../../worker/relay';
+import { ensureRelay, relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
+import { drainWorkflowId, rebalancerWorkflowId } from '../../workflows/definitions';
 import { SourceKey, TargetKey } from '../../workflows/search-attributes';
 import { TEST_RELAY_TUNING, connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress } from './helpers';
 import { spawnWorker, type Child } from './processes';
@@ -22,7 +25,9 @@ import { spawnWorker, type Child } from './processes';
 // partitions: events here touch only nodes and partitions beyond those, so no other file's moves are signalled.
 const SHAPE = { nodes: 12, partitions: 24, streams: 0 };
 const FAILING = ['n9', 'n12'];
-const SIGNALS_COUNTED = new Set(['admitted', 'recovery', 'node']);
+const SIGNALS_COUNTED = new Set(['admitted', 'recovery', 'node', 'topology']);
+/** Node and recovery events, which the relay forwards to the rebalancer (and a node's to its drain). */
+const TOPOLOGY_EVENTS = new Set(['node_joined', 'node_up', 'node_down', 'node_draining', 'recovery_opened', 'recovery_activated']);
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -36,10 +41,14 @@ interface RelayWorker {
 let cluster: TestCluster;
 let client: Client;
 let workers: RelayWorker[] = [];
+/** Stand-ins for the moves of the failing nodes' partitions (they get node signals through visibility). */
+let moveSinks: WorkflowHandle[] = [];
+/** Stand-ins for the rebalancer and the failing nodes' drains. */
+let topologySinks: WorkflowHandle[] = [];
 let sinks: WorkflowHandle[] = [];
 let relayId = '';
 const taskQueue = `relay-${process.pid}`;
-/** Test 1 slows each node signal down, so a relay that sent a node's events concurrently would reorder them. */
+/** Test 1 slows each node and topology signal down, so a relay that sent one target's events concurrently would reorder them. */
 let slowNodeSignals = false;
 /** Test 2: the first worker that sends the third signal of a page of two events or more stops there (a node event is a dozen signals). */
 let stopMidPage = false;
@@ -55,7 +64,7 @@ async function startRelayWorker(name: string): Promise<RelayWorker> {
     relayTuning: { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 },
     relayAfterSignal: async (sent) => {
       me.sent.push(sent);
-      if (slowNodeSignals && sent.signal === 'node') await new Promise((r) => setTimeout(r, 50));
+      if (slowNodeSignals && (sent.signal === 'node' || sent.signal === 'topology')) await new Promise((r) => setTimeout(r, 50));
       if (stopMidPage && sent.page.events >= 2 && sent.inPage === 3 && !crashed) {
         crashed = { worker: name, page: sent.page, survivorSent: workers.find((x) => x.name !== name)!.sent.length };
         me.w.shutdown();
@@ -91,6 +100,8 @@ async function feed(): Promise<ClusterEvent[]> {
 function expectedSignals(events: ClusterEvent[]): Map<string, number> {
   const out = new Map<string, number>();
   const ids = new Set(sinks.map((s) => s.workflowId));
+  const moves = new Set(moveSinks.map((s) => s.workflowId));
+  const rebalancer = topologySinks[0]!.workflowId;
   for (const e of events) {
     const add = (workflowId: string, signal: string, payload: unknown) => {
       if (ids.has(workflowId)) out.set(`${workflowId}|${signal}|${canon(payload)}`, e.seq);
@@ -100,7 +111,13 @@ function expectedSignals(events: ClusterEvent[]): Map<string, number> {
     if (e.type === 'recovery_opened') add(move, 'recovery', { state: 'opened', epoch: e.epoch });
     if (e.type === 'recovery_activated') add(move, 'recovery', { state: 'activated', epoch: e.epoch, owner: e.owner, generation: e.generation });
     if ((e.type === 'node_down' || e.type === 'node_up') && FAILING.includes(e.node)) {
-      for (const id of ids) add(id, 'node', { node: e.node, live: e.type === 'node_up', seq: e.seq });
+      for (const id of moves) add(id, 'node', { node: e.node, live: e.type === 'node_up', seq: e.seq });
+    }
+    if (TOPOLOGY_EVENTS.has(e.type)) {
+      const about = 'node' in e ? { node: e.node } : { partition: (e as { partition: string }).partition };
+      const signal = { event: e.type, ...about, seq: e.seq };
+      add(rebalancer, 'topology', signal);
+      if ('node' in e) add(drainWorkflowId(e.node), 'topology', signal);
     }
   }
   return out;
@@ -110,11 +127,13 @@ interface Received {
   counts: Map<string, number>;
   /** Per stand-in and node, the seq of each node signal in the order they arrived. */
   nodeOrder: Map<string, number[]>;
+  /** Per stand-in, the seq of each topology signal in the order they arrived. */
+  topologyOrder: Map<string, number[]>;
   progress: Map<string, number>;
 }
 
 async function receivedSignals(): Promise<Received> {
-  const received: Received = { counts: new Map(), nodeOrder: new Map(), progress: new Map() };
+  const received: Received = { counts: new Map(), nodeOrder: new Map(), topologyOrder: new Map(), progress: new Map() };
   for (const sink of sinks) {
     const history = await sink.fetchHistory();
     for (const event of history.events ?? []) {
@@ -128,6 +147,9 @@ async function receivedSignals(): Promise<Received> {
       if (attrs.signalName === 'node') {
         const order = `${sink.workflowId}|${String(payload.node)}`;
         received.nodeOrder.set(order, [...(received.nodeOrder.get(order) ?? []), payload.seq as number]);
+      }
+      if (attrs.signalName === 'topology') {
+        received.topologyOrder.set(sink.workflowId, [...(received.topologyOrder.get(sink.workflowId) ?? []), payload.seq as number]);
       }
     }
   }
@@ -163,10 +185,19 @@ async function settledFeed(): Promise<ClusterEvent[]> {
   return events;
 }
 
-/** Crash and restart the failing nodes with the feed held back, so their events come out as one page. */
+let joined = 0;
+
+/**
+ * Crash and restart the failing nodes with the feed held back, so their events come out as one page; before
+ * that a node joins and the first failing node's draining mark flips, for the rebalancer's other events.
+ */
 async function failNodes(restart: boolean): Promise<void> {
   const before = (await feed()).at(-1)?.seq ?? 0;
   await cluster.client.fault({ fault: 'delay-events', ms: 1_500 });
+  joined += 1;
+  await cluster.client.joinNode(`n${SHAPE.nodes + joined}`);
+  const first = (await cluster.client.nodes()).nodes.find((n) => n.id === FAILING[0])!;
+  await cluster.client.setDraining(first.id, !first.draining, 'relay test');
   for (const node of FAILING) await cluster.client.fault({ fault: 'crash-node', node });
   if (restart) for (const node of FAILING) await cluster.client.fault({ fault: 'restart-node', node });
   const last = restart ? 'node_up' : 'node_down';
@@ -177,8 +208,8 @@ async function failNodes(restart: boolean): Promise<void> {
 
 let touched: string[] = [];
 
-/** A fresh cluster and stand-ins for the moves of every partition the failing nodes hold. */
-async function setUpScene(): Promise<void> {
+/** A fresh cluster, stand-ins for the moves of every partition the failing nodes hold, for the rebalancer and the drains. */
+async function setUpScene(queue: string): Promise<void> {
   cluster = await startTestCluster({}, SHAPE);
   client ??= await connectClient();
   const topology = await cluster.client.topology();
@@ -187,7 +218,7 @@ async function setUpScene(): Promise<void> {
     .map((p) => p.id);
   // Guard the premise of the isolation comment above.
   expect(touched.every((id) => Number(id.slice(2)) >= 6)).toBe(true);
-  sinks = await Promise.all(
+  moveSinks = await Promise.all(
     touched.map((partition) =>
       client.workflow.start('followerMove', {
         taskQueue: `relay-${process.pid}-nobody-polls`,
@@ -200,10 +231,15 @@ async function setUpScene(): Promise<void> {
       }),
     ),
   );
+  const standIn = (workflowId: string) =>
+    client.workflow.start('topologyStandIn', { taskQueue: `relay-${process.pid}-nobody-polls`, workflowId });
+  const scope = relayScope(cluster.client.baseUrl, queue);
+  topologySinks = await Promise.all([rebalancerWorkflowId(scope), ...FAILING.map(drainWorkflowId)].map(standIn));
+  sinks = [...moveSinks, ...topologySinks];
   await eventually('stand-ins visible to the relay', async () => {
     let n = 0;
     for await (const _ of client.workflow.list({ query: `ExecutionStatus = "Running" AND ${SourceKey.name} = "n9"` })) n += 1;
-    return n === sinks.length ? true : undefined;
+    return n === moveSinks.length ? true : undefined;
   });
 }
 
@@ -215,7 +251,7 @@ async function tearDownScene(): Promise<void> {
 
 describe('the progress relay with two workers', () => {
   beforeAll(async () => {
-    await setUpScene();
+    await setUpScene(taskQueue);
     workers = [await startRelayWorker('a'), await startRelayWorker('b')];
     relayId = workers[0]!.w.relayWorkflowId;
   });
@@ -247,8 +283,13 @@ describe('the progress relay with two workers', () => {
     const pages = workers.flatMap((x) => x.sent.map((sent) => sent.page));
     expect(pages.some((p) => nodeSeqs.every((seq) => seq > p.after && seq <= p.after + p.events))).toBe(true);
     // ...and still arrived in feed order.
-    expect(received.nodeOrder.size).toBe(sinks.length * FAILING.length);
+    expect(received.nodeOrder.size).toBe(moveSinks.length * FAILING.length);
     for (const seqs of received.nodeOrder.values()) expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    // The rebalancer and each drain hear their events in feed order too, every kind of them.
+    expect(received.topologyOrder.size).toBe(topologySinks.length);
+    for (const seqs of received.topologyOrder.values()) expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    const kinds = [...expected.keys()].filter((k) => k.startsWith(`${topologySinks[0]!.workflowId}|`)).map((k) => JSON.parse(k.split('|')[2]!).event);
+    expect(new Set(kinds)).toEqual(TOPOLOGY_EVENTS);
     // Coalescing never multiplies progress.
     for (const sink of sinks) {
       const partition = sink.workflowId.replace('reconfigure-', '');
@@ -292,7 +333,7 @@ describe('the progress relay with two worker processes', () => {
   let children: Child[] = [];
 
   beforeAll(async () => {
-    await setUpScene();
+    await setUpScene(queue);
     // Started before the workers, which join it: test timing, so a dead worker's run moves on after 5 s.
     // Long runs, as above: a successor resuming from the run's start instead of its last heartbeat would repeat signals.
     relayId = await ensureRelay(client, queue, cluster.client.baseUrl, { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 });
