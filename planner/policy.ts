@@ -36,12 +36,6 @@ export interface Tick {
 
 const f2 = (x: number): string => x.toFixed(3);
 
-function mark(m: Map<number, Set<number>>, p: number, ...nodes: number[]): void {
-  let s = m.get(p);
-  if (s === undefined) m.set(p, (s = new Set()));
-  for (const n of nodes) s.add(n);
-}
-
 interface Candidate {
   p: PartState;
   s: NodeState;
@@ -51,7 +45,7 @@ interface Candidate {
 }
 
 /** One tick's search: the state, its rules, and what it has proposed so far. */
-class TickPlanner {
+export class TickPlanner {
   readonly out: Proposal[] = [];
   readonly touched = new Set<number>();
   free: number;
@@ -88,6 +82,21 @@ class TickPlanner {
       this.devs[n.index] = d;
       this.recvDevs[n.index] = d + this.st.syncTerm(n);
     }
+  }
+
+  /** Records which nodes took part in a partition's move, so the plan never moves that replica again or back. */
+  remember(m: Map<number, Set<number>>, p: number, ...nodes: number[]): void {
+    let s = m.get(p);
+    if (s === undefined) m.set(p, (s = new Set()));
+    for (const n of nodes) s.add(n);
+  }
+
+  /** Why nothing may start at all: a recovery pending anywhere pauses rebalancing and drains. */
+  paused(): string | null {
+    const rs = this.st.recoveries;
+    if (rs.length === 0) return null;
+    const more = rs.length > 1 ? ` and ${rs.length - 1} more` : '';
+    return `recovery pending on ${rs[0]!.id} (${rs[0]!.reason})${more}: rebalancing and drains wait until it activates`;
   }
 
   partFree(p: PartState): boolean {
@@ -130,7 +139,7 @@ class TickPlanner {
     const bytes = this.st.bytesTo(p, to.index);
     this.st.followerMove(p, from.index, to.index);
     this.st.addTransfer(to.index, from.index, bytes);
-    mark(this.ctx.moved, p.index, from.index, to.index);
+    this.remember(this.ctx.moved, p.index, from.index, to.index);
     this.touched.add(p.index);
     this.free--;
     const retained = p.retained?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
@@ -140,7 +149,7 @@ class TickPlanner {
 
   handoff(p: PartState, from: NodeState, to: NodeState, reason: string): void {
     this.st.handoff(p, from.index, to.index);
-    mark(this.ctx.formerOwners, p.index, from.index);
+    this.remember(this.ctx.formerOwners, p.index, from.index);
     this.touched.add(p.index);
     this.free--;
     this.out.push({ op: 'owner_handoff', partition: p.id, from: from.id, to: to.id, bytes: 0, reason });
@@ -219,13 +228,27 @@ class TickPlanner {
       receivers.sort((a, b) => this.recvDev(a) - this.recvDev(b));
       const over = sources.length > 0 && this.dev(sources[0]!) > t;
       const under = receivers.length > 0 && this.recvDev(receivers[0]!) < -t;
-      if (!over && !under) {
+      if ((!over && !under) || receivers.length === 0) {
         this.noteOutsideBand();
         return;
       }
       const isReceiver = new Set(receivers.map((r) => r.index));
       const minRecvCap = Math.min(...receivers.map((r) => r.cap));
       let best: Candidate | null = null;
+      // Retained copies first, whichever source they would relieve: they win ties, and the scan below stops at the
+      // first source with a candidate.
+      for (const r of receivers) {
+        for (const pi of this.st.retainedOn.get(r.index) ?? []) {
+          const p = this.st.parts[pi]!;
+          if (!this.partFree(p)) continue;
+          for (const f of p.followers) {
+            const s = this.st.nodes[f]!;
+            const ds = this.dev(s);
+            if (ds <= 0 || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(pi)?.has(f) || !this.canReceive(p, r, s)) continue;
+            best = this.better(best, p, s, r, ds, ds + this.st.copyDelta(p, s, false, -1));
+          }
+        }
+      }
       let scanned = 0;
       for (const s of sources) {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
@@ -334,15 +357,9 @@ class TickPlanner {
 }
 
 export function proposeTick(st: ClusterState, ctx: TickContext): Tick {
-  if (st.recoveries.length > 0) {
-    const r = st.recoveries[0]!;
-    const more = st.recoveries.length > 1 ? ` and ${st.recoveries.length - 1} more` : '';
-    return {
-      proposals: [],
-      idleReason: `recovery pending on ${r.id} (${r.reason})${more}: rebalancing and drains wait until it activates`,
-    };
-  }
   const tp = new TickPlanner(st, ctx);
+  const paused = tp.paused();
+  if (paused !== null) return { proposals: [], idleReason: paused };
   if (tp.free <= 0)
     return { proposals: [], idleReason: `cluster transfer limit reached: ${ctx.inFlight} of ${ctx.config.maxTransfersPerCluster} moves in flight` };
   if (!st.nodes.some((n) => st.stays(n))) return { proposals: [], idleReason: 'no live node that is not draining' };

@@ -3,8 +3,8 @@
  * up to date as moves are applied, so a score is a few multiplications and a move touches two nodes, never a
  * rescan of every partition.
  */
-import type { Partition, Topology } from '../cluster/contract';
-import type { InFlightMove, NodeScore, PartitionLoad, PlanInput, PlannerConfig } from './types';
+import type { Topology } from '../cluster/contract';
+import type { InFlightMove, NodeScore, PlanInput, PlannerConfig } from './types';
 
 export interface NodeState {
   index: number;
@@ -75,6 +75,8 @@ export class ClusterState {
   /** Mean steady score (sync excluded) over the nodes that stay: 1 when every weighted dimension has load. */
   readonly mean: number;
   readonly activeCap: number;
+  /** Node index -> partitions it holds a retained copy of. */
+  readonly retainedOn = new Map<number, number[]>();
   /** Partitions with a recovery pending, in topology order. */
   readonly recoveries: { id: string; reason: string }[] = [];
 
@@ -101,8 +103,7 @@ export class ClusterState {
       });
     }
     const k = config.historyHalfBytes;
-    for (const raw of t.partitions) {
-      const p = raw as Partition & PartitionLoad;
+    for (const p of t.partitions) {
       const index = this.parts.length;
       this.partIndex.set(p.id, index);
       const bytes = num(p.historyBytes);
@@ -128,7 +129,11 @@ export class ClusterState {
       if (p.leaving !== null) this.addCopy(ps, p.leaving, suspended, false);
       for (const rc of p.retainedCopies) {
         const n = this.nodeIndex.get(rc.node);
-        if (n !== undefined) (ps.retained ??= new Map()).set(n, rc.bytesToCatchUp === undefined ? bytes : num(rc.bytesToCatchUp));
+        if (n === undefined) continue;
+        (ps.retained ??= new Map()).set(n, num(rc.bytesToCatchUp));
+        const on = this.retainedOn.get(n);
+        if (on === undefined) this.retainedOn.set(n, [index]);
+        else on.push(index);
       }
       if (p.pendingRecovery !== null) {
         ps.busy = 'a recovery is pending';

@@ -2,7 +2,7 @@
  * What the planner reads and what it proposes: the shared vocabulary of planner/ (pure code), the rebalancer
  * workflow, drain, `rebalancer plan` and the admin API. Pure types, safe in the workflow sandbox.
  */
-import type { Topology } from '../cluster/contract';
+import type { Partition, Topology } from '../cluster/contract';
 
 /** Weights of the note's score dimensions; each dimension is divided by the node's capacity first. */
 export interface ScoreWeights {
@@ -56,17 +56,8 @@ export interface PlanInput {
 
 export type ProposalOp = 'follower_move' | 'owner_handoff';
 
-/**
- * The contract's partition record as the planner reads it: retained history in bytes, publish and delivery rates
- * (messages/s), and per retained copy the bytes a learner starting from it still copies. Absent fields count 0
- * (bytesToCatchUp absent: the whole history).
- */
-export interface PartitionLoad {
-  historyBytes?: number;
-  publishRate?: number;
-  deliveryRate?: number;
-  retainedCopies: { node: string; bytesToCatchUp?: number }[];
-}
+/** The fields of the contract's partition record the load score reads besides the replicas. */
+export type PartitionLoad = Pick<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'>;
 
 export interface Proposal {
   op: ProposalOp;

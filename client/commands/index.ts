@@ -19,8 +19,9 @@ import * as audit from './audit';
 import * as cancel from './cancel';
 import * as move from './move';
 import * as moves from './moves';
+import * as plan from './plan';
 import * as show from './show';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, moves, show, cancel, audit];
+export const COMMANDS: { register: Register }[] = [move, moves, show, cancel, plan, audit];

@@ -1,8 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence } from '../../planner';
-import { input, ring } from './planner-topology';
+import type { Topology } from '../../cluster/contract';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
+import { input, node, partition, ring, topology } from './planner-topology';
 
-const config = { ...DEFAULT_PLANNER_CONFIG };
+const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG };
+
+/** Copies per node after applying `steps` to `t`. */
+function copiesAfter(t: Topology, steps: { op: string; partition: string; from: string; to: string }[]): Map<string, string[]> {
+  const holders = new Map(t.partitions.map((p) => [p.id, [p.owner, ...p.followers, ...p.learners]]));
+  for (const s of steps) if (s.op === 'follower_move') holders.set(s.partition, holders.get(s.partition)!.map((n) => (n === s.from ? s.to : n)));
+  const byNode = new Map<string, string[]>(t.nodes.map((n) => [n.id, []]));
+  for (const [p, ns] of holders) for (const n of ns) byNode.get(n)!.push(p);
+  return byNode;
+}
 
 describe('planner: a new empty node joins', () => {
   it('planNow starts follower moves onto the empty node, within the per-node limit', () => {
@@ -10,19 +20,159 @@ describe('planner: a new empty node joins', () => {
     expect(plan.idleReason).toBeNull();
     expect(plan.steps).toHaveLength(config.maxTransfersPerNode);
     for (const s of plan.steps) {
-      expect(s.op).toBe('follower_move');
-      expect(s.to).toBe('n4');
-      expect(s.reason).toMatch(/sheds/);
+      expect(s).toMatchObject({ op: 'follower_move', to: 'n4', bytes: 1_000_000 });
+      expect(s.reason).toMatch(/n\d \(score 1\.250 > mean \+ 0\.1\) sheds to n4/);
     }
   });
 
-  it('planToConvergence fills it until every node is within the threshold', () => {
+  it('planToConvergence fills it (follower moves first, then owner handoffs) until every node is within the threshold', () => {
     const plan = planToConvergence(input(ring(4, 1, 10)), config);
-    expect(plan.spreadBefore).toBeGreaterThan(config.threshold);
+    expect(plan.spreadBefore).toBe(1);
     expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
-    expect(plan.steps.filter((s) => s.op === 'follower_move').length).toBeGreaterThan(0);
+    const ops = plan.steps.map((s) => s.op);
+    expect(ops.lastIndexOf('follower_move')).toBeLessThan(ops.indexOf('owner_handoff'));
     expect(plan.predictedMs).toBeGreaterThan(0);
-    const again = planNow(input(ring(4, 1, 10)), config);
-    expect(again.steps.length).toBeGreaterThan(0);
+  });
+
+  it('scores each dimension per capacity and relative to the mean: a node carrying its share scores 1', () => {
+    const { mean, nodes } = scoreNodes(input(ring(4, 0, 10)), config);
+    expect(mean).toBeCloseTo(1);
+    for (const n of nodes) expect(n.total).toBeCloseTo(1);
+  });
+});
+
+describe('planner: the policy', () => {
+  it('proposes nothing while any recovery is pending, and says so', () => {
+    const t = ring(4, 1, 10);
+    t.partitions[7]!.pendingRecovery = { epoch: 1, openedAt: 0, reason: 'owner n3 lost', failedOwner: 'n3' };
+    for (const plan of [planNow(input(t), config), planToConvergence(input(t), config)]) {
+      expect(plan.steps).toEqual([]);
+      expect(plan.idleReason).toMatch(/recovery pending on q-7 \(owner n3 lost\)/);
+    }
+  });
+
+  it('proposes nothing on a cluster within the threshold', () => {
+    const plan = planNow(input(ring(5, 0, 10)), config);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/every node within the threshold/);
+  });
+
+  it('a target holding a retained copy wins the tie and copies only its bytes to catch up', () => {
+    const t = ring(4, 1, 10);
+    t.partitions[5]!.retainedCopies = [{ node: 'n4', durableOffset: 10, removedAt: 0, retainedUntil: 1e9, bytesToCatchUp: 1234 }];
+    const plan = planNow(input(t), config);
+    expect(plan.steps[0]).toMatchObject({ partition: 'q-5', to: 'n4', bytes: 1234 });
+    expect(plan.steps[0]!.reason).toMatch(/n4 holds a retained copy, so only 1234 bytes are copied/);
+  });
+
+  it('never moves onto a dead, draining or rejoining node, and leaves partitions with a change in flight alone', () => {
+    const t = ring(4, 3, 10);
+    t.nodes[4]!.live = false;
+    t.nodes[5]!.draining = true;
+    // n6 holds a suspended (rejoining) follower of q-0.
+    const q0 = t.partitions[0]!;
+    q0.followers.push('n6');
+    q0.history.push({ node: 'n6', processId: 'n6-p2', storageInstance: 'n6-s1', suspended: true });
+    t.partitions[1]!.learners = ['n5'];
+    t.partitions[2]!.admission = 'closed';
+    const plan = planNow(input(t), config);
+    expect(plan.steps).toEqual([]);
+    expect(planToConvergence(input(t), config).steps).toEqual([]);
+  });
+
+  it('respects cooldowns: a cooling node sheds nothing, a cooling partition is not touched', () => {
+    const t = ring(4, 1, 10);
+    const cooldowns = { nodes: { n0: 1000, n1: 1000, n2: 1000 }, partitions: { 'q-3': 1000, 'q-7': 1000 } };
+    const plan = planNow(input(t, { cooldowns, now: 0 }), { ...config, maxTransfersPerCluster: 100, maxTransfersPerNode: 100 });
+    expect(plan.steps.length).toBeGreaterThan(0);
+    for (const s of plan.steps) {
+      expect(s.from).toBe('n3');
+      expect(['q-3', 'q-7']).not.toContain(s.partition);
+    }
+    const later = planNow(input(t, { cooldowns, now: 1000 }), config);
+    expect(later.steps.some((s) => s.from !== 'n3')).toBe(true);
+  });
+
+  it('counts moves in flight: their transfer slots, their bytes, the load arriving at the target', () => {
+    const t = ring(4, 1, 10);
+    const inFlight = [
+      { partition: 'q-0', op: 'follower_move' as const, from: 'n1', to: 'n4', bytesRemaining: 500_000 },
+      { partition: 'q-1', op: 'follower_move' as const, from: 'n2', to: 'n4', bytesRemaining: 500_000 },
+    ];
+    const plan = planNow(input(t, { inFlight }), config);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/n4 is .* below the mean but cannot take a transfer now \(its transfer slots are in use\)/);
+    const full = planNow(input(t, { inFlight }), { ...config, maxTransfersPerCluster: 2 });
+    expect(full.idleReason).toMatch(/cluster transfer limit reached: 2 of 2/);
+    const { nodes } = scoreNodes(input(t, { inFlight }), config);
+    expect(nodes.find((n) => n.node === 'n4')!.sync).toBeGreaterThan(0);
+    expect(nodes.find((n) => n.node === 'n4')!.followed).toBeGreaterThan(0);
+  });
+
+  it('keeps the copies of a partition in distinct zones', () => {
+    // Six nodes in three zones, each partition once per zone; the new node n6 is in z0.
+    const nodes = Array.from({ length: 6 }, (_, i) => node(`n${i}`, { zone: `z${i % 3}` }));
+    nodes.push(node('n6', { zone: 'z0' }));
+    const parts = Array.from({ length: 30 }, (_, i) => {
+      const o = i % 6;
+      return partition(`q-${i}`, `n${o}`, [`n${(o + 1) % 6}`, `n${(o + 2) % 6}`]);
+    });
+    const t = topology(nodes, parts);
+    const plan = planToConvergence(input(t), config);
+    expect(plan.steps.length).toBeGreaterThan(0);
+    const zone = new Map(nodes.map((n) => [n.id, n.zone]));
+    for (const s of plan.steps.filter((s) => s.op === 'follower_move')) expect(zone.get(s.from)).toBe('z0');
+  });
+
+  it('respects capacities: a node of capacity 2 ends with about twice the copies of a node of capacity 1', () => {
+    const t = ring(4, 0, 30);
+    t.nodes.push(node('n4', { capacity: 2 }), node('n5', { capacity: 1 }));
+    const plan = planToConvergence(input(t), { ...config, threshold: 0.05 });
+    const copies = copiesAfter(t, plan.steps);
+    const big = copies.get('n4')!.length;
+    const small = copies.get('n5')!.length;
+    expect(big / small).toBeGreaterThan(1.7);
+    expect(big / small).toBeLessThan(2.3);
+  });
+
+  it('drains a node: owners handed off first, then every follower copy moves, and the node ends empty', () => {
+    const t = ring(6, 0, 8);
+    const plan = planToConvergence(input(t, { draining: ['n2'] }), config);
+    const ops = plan.steps.filter((s) => s.from === 'n2').map((s) => s.op);
+    expect(ops.lastIndexOf('owner_handoff')).toBeLessThan(ops.indexOf('follower_move'));
+    for (const s of plan.steps) expect(s.to).not.toBe('n2');
+    const holders = new Map(t.partitions.map((p) => [p.id, new Set([p.owner, ...p.followers])]));
+    for (const s of plan.steps) {
+      const h = holders.get(s.partition)!;
+      if (s.op === 'follower_move') {
+        h.delete(s.from);
+        h.add(s.to);
+      }
+    }
+    for (const [p, h] of holders) expect(h.has('n2'), p).toBe(false);
+    expect(plan.steps.filter((s) => s.from === 'n2')[0]!.reason).toMatch(/^drain n2: owner handed to/);
+  });
+});
+
+describe('planner: configuration', () => {
+  it.each([
+    [{ weights: { ...config.weights, history: -1 } }, /^weights\.history is -1: expected a finite number >= 0/],
+    [{ weights: { owned: 0, followed: 0, history: 0, traffic: 0, sync: 0 } }, /weights are all 0/],
+    [{ threshold: 0 }, /^threshold is 0: .*back and forth/],
+    [{ minImprovement: 0 }, /^minImprovement is 0: expected a number > 0/],
+    [{ maxTransfersPerNode: 0 }, /^maxTransfersPerNode is 0: expected an integer >= 1/],
+    [{ maxTransfersPerCluster: 1.5 }, /^maxTransfersPerCluster is 1.5/],
+    [{ nodeCooldownMs: -1 }, /^nodeCooldownMs is -1: expected milliseconds >= 0/],
+    [{ partitionCooldownMs: Number.NaN }, /^partitionCooldownMs is NaN/],
+    [{ historyHalfBytes: 0 }, /^historyHalfBytes is 0/],
+    [{ syncBytesPerSec: -5 }, /^syncBytesPerSec is -5/],
+  ])('refuses %j naming the setting', (change, message) => {
+    const bad = { ...config, ...change } as PlannerConfig;
+    expect(validatePlannerConfig(bad)).toMatch(message);
+    expect(() => planNow(input(ring(3, 1, 3)), bad)).toThrow(/^invalid planner config: /);
+  });
+
+  it('accepts the defaults', () => {
+    expect(validatePlannerConfig(DEFAULT_PLANNER_CONFIG)).toBeNull();
   });
 });

@@ -1,0 +1,59 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../../client/cli';
+import { partition, ring, topology, node } from './planner-topology';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'plan-cli-'));
+
+function file(name: string, body: unknown): string {
+  const f = path.join(dir, name);
+  writeFileSync(f, typeof body === 'string' ? body : JSON.stringify(body));
+  return f;
+}
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { out: (t) => (out += t), err: (t) => (err += t) });
+  return { code, out, err };
+}
+
+describe('rebalancer plan --snapshot', () => {
+  it('prints the plan to convergence as JSON: steps with op, partition, from, to, bytes, reason', async () => {
+    const r = await run('plan', '--json', '--snapshot', file('join.json', ring(4, 1, 10)));
+    expect(r.code).toBe(0);
+    const plan = JSON.parse(r.out) as Record<string, unknown> & { steps: Record<string, unknown>[] };
+    expect(plan.steps.length).toBeGreaterThan(0);
+    expect(Object.keys(plan.steps[0]!).sort()).toEqual(['bytes', 'from', 'op', 'partition', 'reason', 'to']);
+    for (const k of ['planningMs', 'spreadBefore', 'spreadAfter', 'predictedMs', 'startNow']) expect(typeof plan[k]).toBe('number');
+    expect(plan.spreadAfter as number).toBeLessThan(plan.spreadBefore as number);
+  });
+
+  it('prints a table without --json', async () => {
+    const r = await run('plan', '--snapshot', file('join2.json', ring(4, 1, 10)));
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/spread 1\.000 -> 0\.\d+/);
+    expect(r.out).toMatch(/follower_move\s+q-\d+\s+n\d\s+n4/);
+  });
+
+  it.each([
+    ['not JSON', '{', /not JSON/],
+    ['not a topology', { nodes: [] }, /contractVersion: .*expected the body of GET \/v1\/topology/],
+    ['a follower on an unknown node', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n9'])]), /partition q-0: follower n9 is not a listed node/],
+    ['the owner as its own follower', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n0'])]), /partition q-0: the owner n0 is also listed as a follower/],
+    ['a duplicate copy', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n1'], { learners: ['n1'] })]), /n1 holds two copies \(follower and learner\)/],
+  ])('refuses %s with the first problem, exit 2, changing nothing', async (_what, body, message) => {
+    const r = await run('plan', '--json', '--snapshot', file(`bad-${_what.replace(/\W/g, '')}.json`, body));
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(message);
+    expect(JSON.parse(r.out)).toMatchObject({ ok: false, code: 'bad_usage' });
+  });
+
+  it('refuses a file it cannot read, naming it', async () => {
+    const r = await run('plan', '--snapshot', path.join(dir, 'missing.json'));
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/invalid --snapshot ".*missing.json": cannot read it/);
+  });
+});
