@@ -15,6 +15,7 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     about: 'N concurrent follower moves (--n 50,200): moves/min, orchestration overhead, history events, worker CPU and RSS, vs a direct baseline',
     load: () => import('./moves'),
   },
+  handoff: { about: 'planned owner handoffs under publishing load: closed-admission time p50/p99 vs a seal-and-recover of the same partitions', load: () => import('./handoff') },
 };
 
 async function main(): Promise<number> {

@@ -120,7 +120,7 @@ export function inFlight(p: Partition): MoveRefused | null {
   return null;
 }
 
-async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
+export async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
   const running = await describeRunning(client, workflowId);
   return new MoveRefused(
     'reconfiguration_running',

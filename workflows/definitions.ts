@@ -46,6 +46,11 @@ export interface QuietPoint {
   maxInFlight: number;
   /** Wait at most this long for a quiet point (the bound), then close admission anyway. */
   maxWaitMs: number;
+  /**
+   * Keep admission closed at most this long waiting for the counted copies to be durable at the final
+   * boundary; past it the handoff reopens admission on the old owner and ends (stalled). Default in owner-handoff.ts.
+   */
+  maxClosedMs?: number;
 }
 
 /** Owner move onto T, not yet a replica: a follower move of `via` to T, then a handoff from A to T. */
@@ -145,6 +150,8 @@ export type MoveOutcome =
       /** Owner handoff: the final boundary and how long admission stayed closed. */
       finalBoundary?: number;
       admissionClosedMs?: number;
+      /** Plain words on what else happened: admission closed without a quiet point, a recovery after a handoff's commit, ... */
+      note?: string;
     }
   | { status: 'cancelled'; kind?: ReconfigurationKind; partition: string; reason: string }
   | { status: 'aborted'; kind?: ReconfigurationKind; partition: string; code: string; reason: string };

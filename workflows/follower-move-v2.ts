@@ -27,7 +27,13 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
   const op = new Operation({ kind: 'follower-move', partition, from: R, to: T, origin }, watch);
   watch.listen();
   op.start();
+  return op.run(() => moveFollower(op, request));
+}
 
+/** The follower move as a composition run inside an operation: its own workflow, or an owner move's first stage. */
+export async function moveFollower(op: Operation, request: FollowerMoveRequest): Promise<MoveOutcome> {
+  const { partition, from: R, to: T, origin } = request;
+  const watch = op.watch;
   const aborted = (code: string, reason: string): MoveOutcome => ({ status: 'aborted', partition, code, reason });
   const cancelled = (): MoveOutcome => ({ status: 'cancelled', partition, reason: op.cancelReason ?? 'cancelled' });
   /** An exit before the swap: nothing counted changed, and the learner goes. */
@@ -123,43 +129,41 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
     }
   };
 
-  return op.run(async () => {
-    // ---- validating: the same rules the CLI checked, against what the broker says now.
-    let ctx;
-    try {
-      ctx = await watch.read();
-    } catch (err) {
-      const cause = rejection(err);
-      if (cause) return aborted(cause.type ?? 'rejected', cause.message);
-      throw err;
-    }
-    const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
-    if (!check.ok) return aborted(check.code, check.message);
+  // ---- validating: the same rules the CLI checked, against what the broker says now.
+  let ctx;
+  try {
+    ctx = await watch.read();
+  } catch (err) {
+    const cause = rejection(err);
+    if (cause) return aborted(cause.type ?? 'rejected', cause.message);
+    throw err;
+  }
+  const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
+  if (!check.ok) return aborted(check.code, check.message);
 
-    let before: MoveOutcome | { boundary: number };
-    try {
-      before = await beforeSwap();
-    } catch (err) {
-      // Every exit before the swap drops the learner, a request the broker rejects for good included.
-      const cause = rejection(err);
-      if (!cause || op.status.boundary !== null) throw err;
-      return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
-    }
-    if ('status' in before) return before;
-    const B = before.boundary;
-    op.refuseCancel(
-      () =>
-        `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${B}); undoing it would need another ` +
-        `swap. The move will finish by removing ${R} once ${T} is durable at ${B} (now ${op.snapshot().targetDurable ?? 'unknown'}); ` +
-        `${R} keeps its data until then. To put the copy back, wait for this move to complete and move it from ${T} to ${R}.`,
-    );
-    try {
-      return await afterSwap(B);
-    } catch (err) {
-      // Past the swap too, a request the broker rejects for good ends the move with its reason.
-      const cause = rejection(err);
-      if (!cause) throw err;
-      return stuckAfterSwap(B, cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
-    }
-  });
+  let before: MoveOutcome | { boundary: number };
+  try {
+    before = await beforeSwap();
+  } catch (err) {
+    // Every exit before the swap drops the learner, a request the broker rejects for good included.
+    const cause = rejection(err);
+    if (!cause || op.status.boundary !== null) throw err;
+    return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
+  }
+  if ('status' in before) return before;
+  const B = before.boundary;
+  op.refuseCancel(
+    () =>
+      `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${B}); undoing it would need another ` +
+      `swap. The move will finish by removing ${R} once ${T} is durable at ${B} (now ${op.snapshot().targetDurable ?? 'unknown'}); ` +
+      `${R} keeps its data until then. To put the copy back, wait for this move to complete and move it from ${T} to ${R}.`,
+  );
+  try {
+    return await afterSwap(B);
+  } catch (err) {
+    // Past the swap too, a request the broker rejects for good ends the move with its reason.
+    const cause = rejection(err);
+    if (!cause) throw err;
+    return stuckAfterSwap(B, cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
+  }
 }

@@ -2,3 +2,5 @@
 export { followerMove } from './legacy/follower-move-v1';
 export { followerMoveV2 } from './follower-move-v2';
 export { progressRelay } from './relay';
+export { ownerHandoff } from './owner-handoff';
+export { ownerMove } from './owner-move';

@@ -17,6 +17,7 @@ import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as audit from './audit';
 import * as cancel from './cancel';
+import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
 import * as plan from './plan';
@@ -24,4 +25,4 @@ import * as show from './show';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, moves, show, cancel, plan, audit];
+export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel, plan, audit];

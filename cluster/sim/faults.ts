@@ -171,6 +171,9 @@ export function publish(sim: ClusterSim, partitionId: string, count: number): { 
   wake(sim, p);
   sim.dirtyPartitions.add(p);
   if (serving(sim, p) && p.admission === 'open') {
+    // Messages that waited while admission was closed keep the offsets they were given: they go first.
+    p.tail += p.waiting;
+    p.waiting = 0;
     const first = p.tail;
     p.tail += count;
     p.replicas[p.owner]!.durable = p.tail;

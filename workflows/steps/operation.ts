@@ -119,6 +119,11 @@ export class Operation {
     this.noWayBack = why;
   }
 
+  /** A new stage that a cancel can undo again (an owner move's handoff, once its follower move completed). */
+  acceptCancel(): void {
+    this.noWayBack = null;
+  }
+
   snapshot(): MoveStatus {
     const target = this.watch.replica(this.subject.to);
     return {
