@@ -10,16 +10,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
-import { exitOnConfigError, loadEnv, temporalSettings } from '../worker/config';
+import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
 import { createLogger, installRuntimeLogger } from '../worker/logger';
 import { exampleMove } from '../client/moves';
 import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
 
-const env = (() => {
+const [env, settings] = (() => {
   try {
-    return loadEnv();
+    const loaded = loadEnv();
+    return [loaded, rebalancerSettings(loaded)] as const;
   } catch (err) {
     return exitOnConfigError(err);
   }
@@ -170,6 +171,7 @@ try {
     clusterUrl,
     clusterToken: env.CLUSTER_TOKEN,
     logger,
+    rebalancer: settings,
   });
   const running = worker.run();
   stops.push(async () => {

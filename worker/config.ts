@@ -4,6 +4,9 @@
  */
 import fs from 'node:fs';
 import { z } from 'zod';
+import { DEFAULT_PLANNER_CONFIG, validatePlannerConfig } from '../planner/config';
+import type { PlannerConfig, ScoreWeights } from '../planner/types';
+import type { RebalancerSettings } from '../workflows/definitions';
 
 const hostPort = z
   .string()
@@ -12,6 +15,69 @@ const hostPort = z
 const existingFile = z.string().refine((p) => fs.existsSync(p) && fs.statSync(p).isFile(), 'expected a readable file that exists');
 const flag = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const url = z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for example http://127.0.0.1:7380' });
+
+// ---------------------------------------------------------------- the rebalancer loop (README: "The rebalancer and drain")
+
+const positive = z.coerce.number().positive('expected a number above 0');
+const atLeastOne = z.coerce.number().int('expected a whole number').min(1, 'expected a whole number of at least 1');
+const millis = z.coerce.number().int('expected whole milliseconds').min(0, 'expected milliseconds of at least 0');
+const weightNames = ['owned', 'followed', 'history', 'traffic', 'sync'] as const;
+const weights = z
+  .string()
+  .regex(
+    new RegExp(`^(${weightNames.join('|')})=[0-9.]+(,(${weightNames.join('|')})=[0-9.]+)*$`),
+    `expected name=number pairs separated by commas, names among ${weightNames.join(', ')}, for example owned=2,traffic=0.5`,
+  )
+  .transform((v) => Object.fromEntries(v.split(',').map((pair) => [pair.split('=')[0]!, Number(pair.split('=')[1])])) as Partial<ScoreWeights>);
+
+/** The loop's settings; absent ones take DEFAULT_PLANNER_CONFIG's values and the defaults below. */
+const REBALANCER_ENV = {
+  REBALANCER_TICK_MS: atLeastOne.default(10_000),
+  REBALANCER_TICKS_PER_RUN: atLeastOne.default(500),
+  REBALANCER_WEIGHTS: weights.optional(),
+  REBALANCER_HISTORY_HALF_BYTES: positive.optional(),
+  REBALANCER_THRESHOLD: positive.optional(),
+  REBALANCER_MIN_IMPROVEMENT: positive.optional(),
+  REBALANCER_MAX_TRANSFERS_PER_NODE: atLeastOne.optional(),
+  REBALANCER_MAX_TRANSFERS_PER_CLUSTER: atLeastOne.optional(),
+  REBALANCER_NODE_COOLDOWN_MS: millis.optional(),
+  REBALANCER_PARTITION_COOLDOWN_MS: millis.optional(),
+  REBALANCER_SYNC_BYTES_PER_SEC: positive.optional(),
+};
+
+/** The variable that sets each planner setting, so a refusal names what the operator can change. */
+const PLANNER_SETTING_ENV: Record<Exclude<keyof PlannerConfig, 'weights'>, keyof typeof REBALANCER_ENV> & { weights: 'REBALANCER_WEIGHTS' } = {
+  weights: 'REBALANCER_WEIGHTS',
+  historyHalfBytes: 'REBALANCER_HISTORY_HALF_BYTES',
+  threshold: 'REBALANCER_THRESHOLD',
+  minImprovement: 'REBALANCER_MIN_IMPROVEMENT',
+  maxTransfersPerNode: 'REBALANCER_MAX_TRANSFERS_PER_NODE',
+  maxTransfersPerCluster: 'REBALANCER_MAX_TRANSFERS_PER_CLUSTER',
+  nodeCooldownMs: 'REBALANCER_NODE_COOLDOWN_MS',
+  partitionCooldownMs: 'REBALANCER_PARTITION_COOLDOWN_MS',
+  syncBytesPerSec: 'REBALANCER_SYNC_BYTES_PER_SEC',
+};
+
+/**
+ * The loop's settings from the environment, checked as a whole by the planner's own validation (a threshold
+ * and margin that would oscillate, limits below 1, ...); a refusal names the variable to change.
+ */
+export function rebalancerSettings(env: Env): RebalancerSettings {
+  const planner: PlannerConfig = {
+    ...DEFAULT_PLANNER_CONFIG,
+    weights: { ...DEFAULT_PLANNER_CONFIG.weights, ...env.REBALANCER_WEIGHTS },
+  };
+  for (const [setting, variable] of Object.entries(PLANNER_SETTING_ENV) as [keyof PlannerConfig, keyof typeof REBALANCER_ENV][]) {
+    const value = env[variable];
+    if (setting !== 'weights' && value !== undefined) (planner as unknown as Record<string, unknown>)[setting] = value;
+  }
+  const problem = validatePlannerConfig(planner);
+  if (problem) {
+    const setting = problem.split(/[ .]/)[0] as keyof PlannerConfig;
+    throw new ConfigError(`${PLANNER_SETTING_ENV[setting] ?? 'REBALANCER_*'} is invalid: ${problem}`);
+  }
+  return { planner, tickMs: env.REBALANCER_TICK_MS, ticksPerRun: env.REBALANCER_TICKS_PER_RUN };
+}
 
 /** Every variable the worker, the CLI and `npm start` read, with its default. Documented in README.md. */
 export const EnvSchema = z.object({
@@ -32,6 +98,7 @@ export const EnvSchema = z.object({
   DATA_DIR: z.string().min(1).default('.data'),
   LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
+  ...REBALANCER_ENV,
 });
 export type Env = z.infer<typeof EnvSchema>;
 

@@ -2,13 +2,14 @@
  * `npm run worker`: the worker process on its own, against TEMPORAL_ADDRESS and CLUSTER_URL. Run more
  * copies on the same task queue to scale out. SIGINT/SIGTERM shut it down gracefully.
  */
-import { exitOnConfigError, loadEnv, temporalSettings } from './config';
+import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from './config';
 import { createLogger, installRuntimeLogger } from './logger';
 import { createRebalancerWorker } from './worker';
 
-const env = (() => {
+const [env, settings] = (() => {
   try {
-    return loadEnv();
+    const loaded = loadEnv();
+    return [loaded, rebalancerSettings(loaded)] as const;
   } catch (err) {
     return exitOnConfigError(err);
   }
@@ -20,5 +21,6 @@ const w = await createRebalancerWorker({
   clusterUrl: env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`,
   clusterToken: env.CLUSTER_TOKEN,
   logger,
+  rebalancer: settings,
 });
 await w.run();

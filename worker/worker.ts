@@ -4,11 +4,15 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type ActivityDeps } from '../activities';
+import { createRebalancerActivities, type RebalancerDeps } from '../activities/rebalancer';
 import { createRelayActivities, type RelayDeps } from '../activities/relay';
+import { ensureRebalancer } from '../client/rebalancer';
+import { planNow } from '../planner';
+import type { RebalancerSettings } from '../workflows/definitions';
 import { ClusterClient } from '../cluster/client';
 import type { RelayTuning } from '../workflows/relay';
 import type { TemporalSettings } from './config';
-import { ensureRelay } from './relay';
+import { ensureRelay, relayScope } from './relay';
 
 export const WORKFLOWS_PATH = path.resolve(import.meta.dirname, '../workflows/index.ts');
 
@@ -23,6 +27,13 @@ export interface RebalancerWorkerOptions {
   relayTuning?: Partial<RelayTuning>;
   /** Test-only hook inside the relay activity (see RelayDeps). */
   relayAfterSignal?: RelayDeps['afterSignal'];
+  /**
+   * The rebalancer loop's settings: given, this worker starts the loop (or joins the running one, as for the
+   * relay) and drains started without settings use them.
+   */
+  rebalancer?: RebalancerSettings;
+  /** Tests replace the planner the rebalancer's activities call. */
+  plan?: RebalancerDeps['plan'];
 }
 
 export interface RebalancerWorker {
@@ -30,6 +41,8 @@ export interface RebalancerWorker {
   client: Client;
   /** Workflow id of the broker's progress relay. */
   relayWorkflowId: string;
+  /** Workflow id of the rebalancer loop, when this worker was given its settings. */
+  rebalancerWorkflowId: string | null;
   /** Runs until shutdown() or a shutdown signal; resolves when everything stopped. */
   run(): Promise<void>;
   shutdown(): void;
@@ -50,6 +63,14 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     activities: {
       ...createActivities({ cluster: options.wrapActivityCluster?.(cluster) ?? cluster, logger }),
       ...createRelayActivities({ cluster, client, logger, afterSignal: options.relayAfterSignal }),
+      ...createRebalancerActivities({
+        cluster,
+        setDraining: (node, draining, reason) => cluster.setDraining(node, draining, reason),
+        client,
+        plan: options.plan ?? planNow,
+        settings: options.rebalancer,
+        logger,
+      }),
     },
     // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
     maxCachedWorkflows: 1000,
@@ -58,12 +79,14 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     maxHeartbeatThrottleInterval: '2s',
   });
   const relay = await ensureRelay(client, temporal.taskQueue, cluster.baseUrl, options.relayTuning);
+  const loop = options.rebalancer ? await ensureRebalancer(client, temporal.taskQueue, relayScope(cluster.baseUrl, temporal.taskQueue), options.rebalancer) : null;
   return {
     worker,
     client,
     relayWorkflowId: relay,
+    rebalancerWorkflowId: loop,
     async run() {
-      logger.info({ taskQueue: temporal.taskQueue, namespace: temporal.namespace, address: temporal.address, relay }, 'worker ready');
+      logger.info({ taskQueue: temporal.taskQueue, namespace: temporal.namespace, address: temporal.address, relay, rebalancer: loop }, 'worker ready');
       try {
         await worker.run();
       } finally {

@@ -3,6 +3,7 @@
  * and clients. Deterministic and free of Node built-ins: it is bundled into the workflow sandbox.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { PlannerConfig, Proposal, ProposalOp } from '../planner/types';
 
 /** Who asked for a move: an operator's move waits out a recovery and retries; a planner's ends. */
 export type MoveOrigin = 'operator' | 'planner';
@@ -261,3 +262,147 @@ export function rebalancerWorkflowId(scope: string): string {
 export function drainWorkflowId(node: string): string {
   return `drain-${node}`;
 }
+
+// ---------------------------------------------------------------- the rebalancer loop and drain
+
+/** What the loop runs on: the planner's policy plus the loop's own pacing (validated at worker start). */
+export interface RebalancerSettings {
+  planner: PlannerConfig;
+  /** Plan again after this long without a topology signal or an ended move. */
+  tickMs: number;
+  /** Continue as new after this many ticks (or sooner, when Temporal suggests it). */
+  ticksPerRun: number;
+}
+
+/** Who paused or resumed the loop and why, as the update recorded it (`at`: workflow clock, epoch ms). */
+export interface OperatorNote {
+  by: string;
+  reason: string;
+  at: number;
+}
+export interface PauseRequest {
+  /** Who asks: an operator's name or a tool's; refused when empty. */
+  by: string;
+  /** Why, in words; refused when empty. */
+  reason: string;
+}
+
+/** A reconfiguration the loop or a drain started and has not yet seen end. */
+export interface TrackedMove {
+  partition: string;
+  op: ProposalOp;
+  from: string;
+  to: string;
+  workflowId: string;
+  runId: string;
+  startedAt: number;
+  /** Bytes the planner expected the move to copy. */
+  bytes: number;
+  reason: string;
+}
+
+/** How a tracked move ended, as Temporal and the move's outcome tell it. */
+export interface EndedMove {
+  workflowId: string;
+  runId: string;
+  status: 'completed' | 'cancelled' | 'aborted';
+  /** The outcome's reason or code, when the move did not complete. */
+  detail: string | null;
+}
+
+/** The last plan the loop (or a drain) asked for, and what became of its steps. */
+export interface PlanRecord {
+  at: number;
+  steps: Proposal[];
+  /** Partitions whose step started a move. */
+  started: string[];
+  /** Steps not started, each with why (a reconfiguration already runs, a limit, a draining node). */
+  skipped: { partition: string; reason: string }[];
+  /** Why no move started on this tick, or null when one did. */
+  idleReason: string | null;
+  spreadBefore: number;
+  spreadAfter: number;
+  mean: number;
+  threshold: number;
+  planningMs: number;
+}
+
+export interface Cooldowns {
+  nodes: Record<string, number>;
+  partitions: Record<string, number>;
+}
+
+/** Everything the loop carries across continue-as-new. */
+export interface RebalancerState {
+  paused: OperatorNote | null;
+  lastResumed: OperatorNote | null;
+  inFlight: TrackedMove[];
+  cooldowns: Cooldowns;
+  ticks: number;
+  lastPlan: PlanRecord | null;
+  /** Feed sequence of the newest topology signal seen. */
+  lastSignalSeq: number;
+  moves: { started: number; completed: number; cancelled: number; aborted: number };
+}
+
+export interface RebalancerInput {
+  settings: RebalancerSettings;
+  /** Absent on the first run; carried by continue-as-new. */
+  state?: RebalancerState;
+}
+
+export interface RebalancerStatus extends RebalancerState {
+  state: 'running' | 'paused';
+  /** What the loop waits for right now: paused, a pending recovery, the next tick. */
+  waitingFor: string;
+  settings: RebalancerSettings;
+}
+
+export const rebalancerStatusQuery = defineQuery<RebalancerStatus>('rebalancerStatus');
+/** Refused while paused already, and without who and why. */
+export const pauseUpdate = defineUpdate<RebalancerStatus, [PauseRequest]>('pause');
+/** Refused while running already, and without who and why. */
+export const resumeUpdate = defineUpdate<RebalancerStatus, [PauseRequest]>('resume');
+
+export interface DrainRequest {
+  node: string;
+  /** Who asked and why, kept in the drain's status. */
+  by: string;
+  reason: string;
+  /** Absent: the worker's configured settings, read once when the drain starts. */
+  settings?: RebalancerSettings;
+  /** Absent on the first run; carried by continue-as-new. */
+  state?: DrainState;
+}
+
+export type DrainPhase = 'marking' | 'handing_off' | 'moving_followers' | 'finishing_moves' | 'clearing_mark' | 'completed' | 'cancelled' | 'refused';
+
+export interface DrainState {
+  phase: DrainPhase;
+  inFlight: TrackedMove[];
+  cooldowns: Cooldowns;
+  ticks: number;
+  moves: { started: number; completed: number; cancelled: number; aborted: number };
+}
+
+export interface DrainStatus extends DrainState {
+  node: string;
+  by: string;
+  reason: string;
+  /** Partitions the node still holds a copy of (owned, followed, learning or leaving), and how many it owns. */
+  partitionsLeft: number | null;
+  ownedLeft: number | null;
+  /** Retained history of those partitions, in bytes: what still has to be copied off the node. */
+  bytesLeft: number | null;
+  /** What keeps the drain from progressing right now, in words (empty when nothing does). */
+  blockingReasons: string[];
+  lastPlan: PlanRecord | null;
+  outcome: DrainOutcome | null;
+}
+
+export type DrainOutcome =
+  | { status: 'completed'; node: string; moves: number }
+  | { status: 'cancelled'; node: string; reason: string; moves: number }
+  | { status: 'refused'; node: string; code: string; reason: string };
+
+export const drainStatusQuery = defineQuery<DrainStatus>('drainStatus');

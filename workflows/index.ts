@@ -4,3 +4,5 @@ export { followerMoveV2 } from './follower-move-v2';
 export { progressRelay } from './relay';
 export { ownerHandoff } from './owner-handoff';
 export { ownerMove } from './owner-move';
+export { rebalancer } from './rebalancer';
+export { drain } from './drain';

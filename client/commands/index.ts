@@ -17,12 +17,17 @@ import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
 import * as audit from './audit';
 import * as cancel from './cancel';
+import * as drain from './drain';
 import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
 import * as plan from './plan';
+import * as pause from './pause';
+import * as resume from './resume';
 import * as show from './show';
+import * as status from './status';
+import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel, plan, audit];
+export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel, status, pause, resume, drain, undrain, plan, audit];

@@ -1,0 +1,117 @@
+/**
+ * Activities of the rebalancer loop and drains: a snapshot of the broker and of the moves in flight, the
+ * planner (injected, so planning never runs in the workflow sandbox and tests can plan as they need), the
+ * worker's configured settings, and the draining mark (a write through the contract).
+ */
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import { outcomeOf } from '../client/moves';
+import type { ClusterClient } from '../cluster/client';
+import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
+import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
+import { checkDrain, drainLeft, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
+import { inFlightMoves, recoveryPending } from '../workflows/rebalancer-rules';
+
+export interface RebalancerDeps {
+  cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
+  /** Sets or clears a node's draining mark through the contract. */
+  setDraining: (node: string, draining: boolean, reason: string) => Promise<unknown>;
+  /** Temporal, to learn how the moves in flight ended. */
+  client: Client;
+  plan: (input: PlanInput, config: PlannerConfig) => Plan;
+  /** The worker's configured settings, for drains started without their own. */
+  settings?: RebalancerSettings;
+  logger?: Logger;
+}
+
+/**
+ * What a tick needs to know, kept small: it is recorded in the workflow's history every tick, so the topology
+ * itself never is (the planner activity reads it again).
+ */
+export interface Snapshot {
+  inFlight: InFlightMove[];
+  /** The tracked moves that ended since they were started. */
+  ended: EndedMove[];
+  /** Pending recoveries in words, or null. */
+  recoveryPending: string | null;
+  /** Nodes marked draining. */
+  draining: string[];
+  /** What is left on the node a drain empties, when asked for one. */
+  left: DrainLeft | null;
+}
+
+export interface PlanRequest {
+  inFlight: InFlightMove[];
+  cooldowns: PlanInput['cooldowns'];
+  now: number;
+  draining?: string[];
+}
+
+/** How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs. */
+async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> {
+  const handle = client.workflow.getHandle(m.workflowId, m.runId);
+  const end = (status: EndedMove['status'], detail: string | null): EndedMove => ({ workflowId: m.workflowId, runId: m.runId, status, detail });
+  let description;
+  try {
+    description = await handle.describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return end('aborted', 'the workflow is gone from Temporal');
+    throw err;
+  }
+  if (description.status.name === 'RUNNING') return null;
+  const outcome = await outcomeOf(handle);
+  if (outcome) return end(outcome.status, outcome.status === 'completed' ? null : outcome.reason);
+  // Ended without an outcome: terminated or timed out.
+  return end(description.status.name === 'CANCELLED' ? 'cancelled' : 'aborted', description.status.name.toLowerCase());
+}
+
+export function createRebalancerActivities(deps: RebalancerDeps) {
+  const log = deps.logger?.child({ component: 'rebalancer' });
+  return {
+    /** Every move in flight as the planner counts it, which tracked moves ended, and what blocks planning. */
+    async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string): Promise<Snapshot> {
+      const [topology, budget, ends] = await Promise.all([
+        deps.cluster.topology(),
+        deps.cluster.syncBudget(),
+        Promise.all(tracked.map((m) => endOf(deps.client, m))),
+      ]);
+      const ended = ends.filter((e): e is EndedMove => e !== null);
+      const endedRuns = new Set(ended.map((e) => e.runId));
+      return {
+        inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers),
+        ended,
+        recoveryPending: recoveryPending(topology),
+        draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
+        left: drainedNode === undefined ? null : drainLeft(topology, drainedNode),
+      };
+    },
+
+    /** Whether the node can be drained at all, from a fresh topology. */
+    async checkNodeDrain(node: string): Promise<DrainCheck> {
+      return checkDrain(await deps.cluster.topology(), node);
+    },
+
+    /** The planner on a fresh topology (its own recovery pause and cooldowns included). */
+    async planMoves(request: PlanRequest, config: PlannerConfig): Promise<Plan> {
+      const plan = deps.plan({ ...request, topology: await deps.cluster.topology() }, config);
+      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
+      return plan;
+    },
+
+    async configuredSettings(): Promise<RebalancerSettings> {
+      if (!deps.settings) {
+        throw ApplicationFailure.nonRetryable('this worker has no rebalancer settings: start the drain with its own settings', 'NoSettings');
+      }
+      return deps.settings;
+    },
+
+    /** Guarded on the broker's side (idempotent: setting the mark a node has changes nothing). */
+    async setNodeDraining(node: string, draining: boolean, reason: string): Promise<void> {
+      await deps.setDraining(node, draining, reason);
+      log?.info({ node, draining, reason }, draining ? `${node} marked draining` : `${node} no longer draining`);
+    },
+  };
+}
+
+export type RebalancerActivities = ReturnType<typeof createRebalancerActivities>;

@@ -1,0 +1,51 @@
+import os from 'node:os';
+import type { Command } from 'commander';
+import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../workflows/definitions';
+import { formatBytes } from '../../workflows/format';
+import { drainOutcome, startDrain } from '../rebalancer';
+import { defineCommand, EXIT, parseId, print, recordAction, withConnection, type CommandDeps } from '../output';
+
+export function drainOutcomeLine(o: DrainOutcome): string {
+  if (o.status === 'completed') return `completed: ${o.node} holds no copy (${o.moves} moves)`;
+  return o.status === 'cancelled' ? `cancelled: ${o.reason} (${o.moves} moves)` : `refused (${o.code}): ${o.reason}`;
+}
+
+function progressLine(s: DrainStatus): string {
+  const left = s.partitionsLeft === null ? '' : `: ${s.partitionsLeft} partition(s) left (${s.ownedLeft} owned), ${formatBytes(s.bytesLeft)}`;
+  return `${s.phase}${left}${s.inFlight.length > 0 ? `, ${s.inFlight.length} move(s) in flight` : ''}${s.blockingReasons.length > 0 ? `; blocked: ${s.blockingReasons.join('; ')}` : ''}`;
+}
+
+export function register(program: Command, deps: CommandDeps): void {
+  defineCommand(program, 'drain', {
+    description:
+      'drain a node: mark it draining, hand off every partition it owns, then move every follower copy off it (targets chosen by the planner); ' +
+      'refused for an unknown node or when the other nodes cannot hold every copy',
+    examples: ['rebalancer drain n3 --wait --reason "decommission rack 4"'],
+    action: { defaultReason: 'drained by an operator' },
+  })
+    .argument('<node>', 'node id, e.g. n3')
+    .option('--wait', 'wait until the drain ends, printing its progress as it changes')
+    .option('--by <name>', 'who asks (default: your user name)', os.userInfo().username)
+    .action(async (nodeArg: string, opts: { wait?: boolean; json?: boolean; reason: string; by: string }) => {
+      const node = parseId('node', nodeArg);
+      const reason = recordAction({ command: 'drain', target: node, reason: opts.reason });
+      await withConnection(deps, async (ctx) => {
+        const handle = await startDrain({ ...ctx, cluster: await ctx.needBroker() }, { node, by: opts.by, reason });
+        if (!opts.wait) return print(deps.io, opts.json, { started: true, workflowId: handle.workflowId, node }, () => `started ${handle.workflowId}: draining ${node}`);
+        const ended = handle.result().then(
+          () => true,
+          () => true,
+        );
+        let last = '';
+        while (!(await Promise.race([ended, new Promise<false>((r) => setTimeout(() => r(false), 1000))]))) {
+          const s = opts.json ? null : await handle.query(drainStatusQuery).catch(() => null);
+          const line = s ? progressLine(s) : '';
+          if (line && line !== last) deps.io.out(`${(last = line)}\n`);
+        }
+        const outcome = await drainOutcome(handle);
+        if (!outcome) throw new Error(`${handle.workflowId} ended without an outcome`);
+        print(deps.io, opts.json, outcome, () => drainOutcomeLine(outcome));
+        if (outcome.status !== 'completed') deps.result.exitCode = EXIT.refused;
+      });
+    });
+}

@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import type { RebalancerStatus } from '../../workflows/definitions';
+import { formatBytes } from '../../workflows/format';
+import { rebalancerStatus } from '../rebalancer';
+import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
+import { loopScope } from './pause';
+
+function describe(s: RebalancerStatus): string {
+  const state = s.paused ? `paused by ${s.paused.by} at ${new Date(s.paused.at).toISOString()}: ${s.paused.reason}` : 'running';
+  const plan = s.lastPlan;
+  const cooling = Object.entries(s.cooldowns.nodes).map(([n, until]) => `${n} until ${new Date(until).toISOString()}`);
+  const lines = [
+    `rebalancer:     ${state}`,
+    `waiting for:    ${s.waitingFor}`,
+    `last plan:      ${plan ? `${plan.steps.length} step(s), ${plan.started.length} started; ${plan.idleReason ?? 'moves started'}` : '-'}`,
+    `moves:          ${s.moves.started} started, ${s.moves.completed} completed, ${s.moves.aborted} aborted, ${s.moves.cancelled} cancelled`,
+    `cooling nodes:  ${cooling.join(', ') || '-'}`,
+    `ticks:          ${s.ticks} (every ${s.settings.tickMs} ms)`,
+  ];
+  if (s.lastResumed) lines.splice(1, 0, `last resumed:   by ${s.lastResumed.by} at ${new Date(s.lastResumed.at).toISOString()}: ${s.lastResumed.reason}`);
+  if (s.inFlight.length > 0) {
+    lines.push('', table([['PARTITION', 'OP', 'MOVE', 'BYTES', 'WHY'], ...s.inFlight.map((m) => [m.partition, m.op, moveLabel(m.from, m.to), formatBytes(m.bytes), m.reason])]));
+  }
+  return lines.join('\n');
+}
+
+export function register(program: Command, deps: CommandDeps): void {
+  defineCommand(program, 'status', {
+    description: 'show the rebalancer: running or paused (by whom and why), moves in flight, the last plan and why it started nothing',
+    examples: ['rebalancer status', 'rebalancer status --json'],
+  }).action(async (opts: { json?: boolean }) => {
+    await withConnection(deps, async (ctx) => {
+      const s = await rebalancerStatus(ctx.client, loopScope(ctx));
+      deps.io.out(opts.json ? JSON.stringify(s) + '\n' : describe(s) + '\n');
+    });
+  });
+}

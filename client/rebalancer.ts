@@ -1,0 +1,135 @@
+/**
+ * Typed helpers for the rebalancer loop and drains, used by the worker, the CLI and tests: start the loop (or
+ * join the running one), pause, resume and read its status; start, watch and cancel a drain. A drain is checked
+ * against the broker first, so a bad one is refused before anything is written.
+ */
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowIdConflictPolicy,
+  WorkflowIdReusePolicy,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type Client,
+  type WorkflowHandle,
+} from '@temporalio/client';
+import type { ClusterClient } from '../cluster/client';
+import {
+  drainStatusQuery,
+  drainWorkflowId,
+  pauseUpdate,
+  rebalancerStatusQuery,
+  rebalancerWorkflowId,
+  resumeUpdate,
+  type DrainOutcome,
+  type DrainRequest,
+  type DrainStatus,
+  type PauseRequest,
+  type RebalancerSettings,
+  type RebalancerStatus,
+} from '../workflows/definitions';
+import type { drain } from '../workflows/drain';
+import type { rebalancer } from '../workflows/rebalancer';
+import { checkDrain } from '../workflows/rebalancer-drain-rules';
+import { MoveRefused, outcomeOf } from './moves';
+
+/** Starts the loop unless it runs already; the running one keeps its state and settings. */
+export async function ensureRebalancer(client: Client, taskQueue: string, scope: string, settings: RebalancerSettings): Promise<string> {
+  const workflowId = rebalancerWorkflowId(scope);
+  await client.workflow.start<typeof rebalancer>('rebalancer', {
+    workflowId,
+    taskQueue,
+    args: [{ settings }],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    staticSummary: 'Rebalancer loop: plans follower moves and owner handoffs and starts them within the transfer limits',
+  });
+  return workflowId;
+}
+
+function loopHandle(client: Client, scope: string): WorkflowHandle<typeof rebalancer> {
+  return client.workflow.getHandle<typeof rebalancer>(rebalancerWorkflowId(scope));
+}
+
+export async function rebalancerStatus(client: Client, scope: string): Promise<RebalancerStatus> {
+  try {
+    return await loopHandle(client, scope).query(rebalancerStatusQuery);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
+    throw err;
+  }
+}
+
+function noLoop(scope: string): MoveRefused {
+  return new MoveRefused('no_rebalancer', `no rebalancer runs for this broker and task queue (workflow ${rebalancerWorkflowId(scope)}): \`npm start\` starts it`);
+}
+
+/** Pause or resume; the loop refuses a request without who and why, a pause when paused, a resume when running. */
+export async function setPaused(client: Client, scope: string, paused: boolean, request: PauseRequest): Promise<RebalancerStatus> {
+  try {
+    return await loopHandle(client, scope).executeUpdate(paused ? pauseUpdate : resumeUpdate, { args: [request] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) throw new MoveRefused(paused ? 'pause_refused' : 'resume_refused', err.cause?.message ?? err.message);
+    if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
+    throw err;
+  }
+}
+
+export interface DrainContext {
+  client: Client;
+  cluster: Pick<ClusterClient, 'topology'>;
+  taskQueue: string;
+}
+
+/** Start a drain of `node`, refused up front for an unknown node, too little room, or a drain already running. */
+export async function startDrain(ctx: DrainContext, request: DrainRequest): Promise<WorkflowHandle<typeof drain>> {
+  const check = checkDrain(await ctx.cluster.topology(), request.node);
+  if (!check.ok) throw new MoveRefused(check.code, check.message);
+  const workflowId = drainWorkflowId(request.node);
+  try {
+    return await ctx.client.workflow.start<typeof drain>('drain', {
+      workflowId,
+      taskQueue: ctx.taskQueue,
+      args: [request],
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+      staticSummary: `Drain ${request.node}: ${request.reason} (${request.by})`,
+      staticDetails: `Marks **${request.node}** draining, hands off every partition it owns to an admitted follower, then moves every follower copy off it.`,
+    });
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new MoveRefused('drain_running', `a drain of ${request.node} is already running (workflow ${workflowId}); \`rebalancer undrain ${request.node}\` cancels it`);
+    }
+    throw err;
+  }
+}
+
+export async function drainStatus(client: Client, node: string): Promise<DrainStatus> {
+  try {
+    return await client.workflow.getHandle(drainWorkflowId(node)).query(drainStatusQuery);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new MoveRefused('no_drain', `no drain of ${node} has run (no workflow ${drainWorkflowId(node)})`);
+    throw err;
+  }
+}
+
+/** A drain's outcome however it ended: returned when completed, in the failure's details when refused or cancelled. */
+export async function drainOutcome(handle: WorkflowHandle): Promise<DrainOutcome | null> {
+  return (await outcomeOf(handle)) as DrainOutcome | null;
+}
+
+/**
+ * Undrain: cancel a running drain (it starts no new move, lets the moves in flight end, then clears the mark)
+ * and wait for it to end; with no drain running, clear the mark directly.
+ */
+export async function undrain(ctx: { client: Client; cluster: Pick<ClusterClient, 'setDraining'> }, node: string, reason: string): Promise<DrainOutcome | null> {
+  const handle = ctx.client.workflow.getHandle(drainWorkflowId(node));
+  const running = await handle.describe().then(
+    (d) => d.status.name === 'RUNNING',
+    () => false,
+  );
+  if (!running) {
+    await ctx.cluster.setDraining(node, false, reason);
+    return null;
+  }
+  await handle.cancel();
+  return drainOutcome(handle);
+}

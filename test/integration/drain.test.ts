@@ -1,0 +1,144 @@
+/**
+ * Drains end to end: a real Temporal dev server, a reference cluster over HTTP (partitions q-450..q-469 only:
+ * workflow ids are shared by every test file on the dev server) and the project's worker with its relay. No
+ * rebalancer loop runs here, so every move is the drain's.
+ */
+import type { Client } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MoveRefused } from '../../client/moves';
+import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
+import { DEFAULT_PLANNER_CONFIG } from '../../planner';
+import type { DrainStatus, RebalancerSettings } from '../../workflows/definitions';
+import { holders } from '../../workflows/rebalancer-rules';
+import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
+
+type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+
+const taskQueue = `drain-${process.pid}`;
+const settings: RebalancerSettings = {
+  planner: { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 4, nodeCooldownMs: 0, partitionCooldownMs: 0 },
+  tickMs: 500,
+  ticksPerRun: 20,
+};
+
+let cluster: TestCluster;
+let client: Client;
+let stopWorker: () => Promise<void>;
+const ctx = () => ({ client, cluster: cluster.client, taskQueue });
+
+beforeAll(async () => {
+  cluster = await startTestCluster({}, { nodes: 0, partitions: 0, streams: 0 });
+  for (const id of ['n1', 'n2', 'n3', 'n4', 'n5']) await cluster.client.joinNode(id, 1, 'z1');
+  // n1 owns q-450..q-453, follows q-454..q-457 and holds no copy of q-458.
+  const layouts = [
+    ...[0, 1, 2, 3].map((i) => ['n1', `n${2 + (i % 4)}`, `n${2 + ((i + 1) % 4)}`]),
+    ...[0, 1, 2, 3].map((i) => [`n${2 + (i % 4)}`, 'n1', `n${2 + ((i + 1) % 4)}`]),
+    ['n2', 'n3', 'n4'],
+  ];
+  for (const [i, replicas] of layouts.entries()) await cluster.client.createPartition({ id: `q-${450 + i}`, replicas });
+  client = await connectClient();
+  const { w, running } = await startWorker(cluster.url, taskQueue);
+  stopWorker = async () => {
+    w.shutdown();
+    await running;
+  };
+});
+
+afterAll(async () => {
+  await stopWorker?.();
+  await cluster?.close();
+});
+
+afterEach(async () => {
+  expect((await cluster.client.invariants()).breaches).toEqual([]);
+});
+
+async function copiesOn(node: string): Promise<string[]> {
+  return (await cluster.client.topology()).partitions.filter((p) => holders(p).includes(node)).map((p) => p.id);
+}
+
+async function refusal(promise: Promise<unknown>): Promise<MoveRefused> {
+  const err = await promise.catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(MoveRefused);
+  return err as MoveRefused;
+}
+
+describe('drain', () => {
+  it('refuses an unknown node and a node whose copies have nowhere to go, before anything is written', async () => {
+    const unknown = await refusal(startDrain(ctx(), { node: 'n9', by: 'test', reason: 'x', settings }));
+    expect(unknown).toMatchObject({ code: 'unknown_node', message: 'node n9 is not in the cluster; its nodes are n1, n2, n3, n4, n5' });
+
+    // A partition on every node: none is left to take n1's copy of it.
+    await cluster.client.createPartition({ id: 'q-469', replicas: ['n2', 'n1', 'n3', 'n4', 'n5'] });
+    try {
+      const full = await refusal(startDrain(ctx(), { node: 'n1', by: 'test', reason: 'x', settings }));
+      expect(full.code).toBe('not_enough_room');
+      expect(full.message).toMatch(/^the other nodes cannot hold every copy on n1: 1 of its 9 copies have nowhere to go/);
+    } finally {
+      await cluster.client.deletePartition('q-469');
+    }
+    const nodes = (await cluster.client.topology()).nodes;
+    expect(nodes.every((n) => !n.draining)).toBe(true);
+    await expect(client.workflow.getHandle('drain-n1').describe()).rejects.toThrow();
+  });
+
+  it('empties a node owning and following many partitions: handoffs first, then follower moves', async () => {
+    expect(await copiesOn('n1')).toHaveLength(8);
+    const handle = await startDrain(ctx(), { node: 'n1', by: 'alice', reason: 'decommission' , settings });
+    const seen: DrainStatus[] = [];
+    const outcome = drainOutcome(handle);
+    let done = false;
+    void outcome.finally(() => (done = true));
+    while (!done) {
+      seen.push(await handle.query('drainStatus'));
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(await outcome).toEqual({ status: 'completed', node: 'n1', moves: expect.any(Number) });
+    expect(await copiesOn('n1')).toEqual([]);
+    const n1 = (await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!;
+    expect(n1.draining).toBe(true);
+
+    const final = await drainStatus(client, 'n1');
+    expect(final).toMatchObject({ phase: 'completed', partitionsLeft: 0, ownedLeft: 0, bytesLeft: 0, by: 'alice', reason: 'decommission', blockingReasons: [] });
+    expect(final.moves.completed).toBeGreaterThanOrEqual(12);
+    // Progress went down as it went; every handoff came before the first follower move off n1.
+    const left = seen.map((s) => s.partitionsLeft).filter((n): n is number => n !== null);
+    expect(left[0]).toBe(8);
+    for (let i = 1; i < left.length; i++) expect(left[i]!).toBeLessThanOrEqual(left[i - 1]!);
+    const phases = seen.map((s) => s.phase);
+    expect(phases.lastIndexOf('handing_off')).toBeLessThan(phases.indexOf('moving_followers'));
+
+    expect(await undrain({ client, cluster: cluster.client }, 'n1', 'back in service')).toBeNull();
+    expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!.draining).toBe(false);
+  });
+
+  it('undrain cancels a drain: no new move starts, the move in flight ends, the mark is cleared', async () => {
+    const before = await copiesOn('n2');
+    const handle = await startDrain(ctx(), { node: 'n2', by: 'bob', reason: 'maybe', settings });
+    // Hold the first move off n2 before its swap, so the cancel finds it in flight.
+    const move = await eventually('a move off n2 catching up', async () => {
+      const s = await handle.query('drainStatus') as DrainStatus;
+      const m = s.inFlight[0];
+      if (!m || m.op !== 'follower_move') return undefined;
+      const p = (await cluster.client.partition(m.partition)).partition;
+      return p.learners.includes(m.to) ? m : undefined;
+    });
+    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: true });
+    const undrained = undrain({ client, cluster: cluster.client }, 'n2', 'not now');
+    const finishing = await eventually('the drain waiting for its moves', async () => {
+      const s = await drainStatus(client, 'n2');
+      return s.phase === 'finishing_moves' && s.blockingReasons.length > 0 ? s : undefined;
+    });
+    expect(finishing.blockingReasons[0]).toMatch(/waiting for .*reconfigure-q-4\d\d.* to end/);
+    const started = finishing.moves.started;
+    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: false });
+    const outcome = await undrained;
+    expect(outcome).toMatchObject({ status: 'cancelled', node: 'n2' });
+    const final = await drainStatus(client, 'n2');
+    expect(final.moves.started).toBe(started);
+    expect(final.inFlight).toEqual([]);
+    expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
+    expect((await copiesOn('n2')).length).toBeGreaterThan(0);
+    expect(before.length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,188 @@
+/**
+ * The rebalancer loop end to end: a real Temporal dev server, a reference cluster over HTTP and the project's
+ * worker with its relay and loop. The cluster holds partitions q-400..q-411 only (workflow ids are shared by
+ * every test file on the dev server). Each test joins a node and waits until every node is within threshold.
+ */
+import type { Client } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MoveRefused } from '../../client/moves';
+import { rebalancerStatus, setPaused } from '../../client/rebalancer';
+import type { Topology } from '../../cluster/contract';
+import { DEFAULT_PLANNER_CONFIG, scoreNodes } from '../../planner';
+import { relayScope } from '../../worker/relay';
+import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
+import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
+import { connectClient, eventually, logger, startTestCluster, TEST_RELAY_TUNING, temporalAddress } from './helpers';
+
+type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+
+const taskQueue = `rebalancer-loop-${process.pid}`;
+const SETTINGS: RebalancerSettings = {
+  planner: { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 4, nodeCooldownMs: 1_000, partitionCooldownMs: 2_000 },
+  tickMs: 500,
+  // Small, so the loop continues as new during the file and carries its state across.
+  ticksPerRun: 10,
+};
+
+let cluster: TestCluster;
+let client: Client;
+let w: RebalancerWorker;
+let running: Promise<void>;
+let scope: string;
+
+beforeAll(async () => {
+  cluster = await startTestCluster({ recoveryDelayMs: 4_000 }, { nodes: 0, partitions: 0, streams: 0 });
+  for (const id of ['n1', 'n2', 'n3']) await cluster.client.joinNode(id, 1, 'z1');
+  for (let i = 0; i < 12; i++) {
+    const replicas = [0, 1, 2].map((k) => `n${((i + k) % 3) + 1}`);
+    await cluster.client.createPartition({ id: `q-${400 + i}`, replicas });
+  }
+  client = await connectClient();
+  w = await createRebalancerWorker({ temporal: { address: temporalAddress(), namespace: 'default', taskQueue }, clusterUrl: cluster.url, logger, relayTuning: TEST_RELAY_TUNING, rebalancer: SETTINGS });
+  running = w.run();
+  scope = relayScope(cluster.url, taskQueue);
+});
+
+afterAll(async () => {
+  if (w) {
+    await client.workflow.getHandle(w.rebalancerWorkflowId!).terminate('test file done').catch(() => undefined);
+    w.shutdown();
+    await running;
+  }
+  await cluster?.close();
+});
+
+afterEach(async () => {
+  expect((await cluster.client.invariants()).breaches).toEqual([]);
+});
+
+const status = (): Promise<RebalancerStatus> => rebalancerStatus(client, scope);
+
+/** Largest |score - mean| over the nodes, with nothing in flight and no cooldowns: what the planner sees at rest. */
+function deviation(topology: Topology): number {
+  const { mean, nodes } = scoreNodes({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: Date.now() }, SETTINGS.planner);
+  return Math.max(...nodes.map((n) => Math.abs(n.total - mean)));
+}
+
+/** Every node within threshold and nothing in flight, as the loop reports and the broker shows. */
+async function settled(what: string, timeoutMs = 150_000): Promise<{ topology: Topology; status: RebalancerStatus }> {
+  return eventually(
+    what,
+    async () => {
+      const [topology, s] = await Promise.all([cluster.client.topology(), status()]);
+      const busy = topology.partitions.filter((p) => p.learners.length > 0 || p.leaving || p.admission === 'closed' || p.pendingRecovery).map((p) => p.id);
+      const off = deviation(topology);
+      if (busy.length === 0 && s.inFlight.length === 0 && off <= SETTINGS.planner.threshold) return { topology, status: s };
+      // Thrown, so a timeout says why it never settled.
+      throw new Error(`busy ${busy.join(',') || '-'}; ${s.inFlight.length} in flight; deviation ${off.toFixed(3)}; last plan: ${s.lastPlan?.idleReason ?? 'started moves'}; skipped: ${JSON.stringify(s.lastPlan?.skipped ?? [])}`);
+    },
+    timeoutMs,
+  );
+}
+
+/**
+ * Watches every partition while the loop works: a partition with a follower move in progress (a learner or a
+ * leaving replica) must never be fenced (recovery pending or admission closed).
+ */
+function watchFences() {
+  let done = false;
+  let fencedSamples = 0;
+  let samples = 0;
+  const watching = (async () => {
+    while (!done) {
+      const t = await cluster.client.topology();
+      for (const p of t.partitions) {
+        if ((p.learners.length > 0 || p.leaving) && (p.pendingRecovery || p.admission === 'closed')) fencedSamples++;
+      }
+      samples++;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return {
+    async stop() {
+      done = true;
+      await watching;
+      return { fencedSamples, samples };
+    },
+  };
+}
+
+describe('rebalancer loop', () => {
+  it('brings a node that joins under publishing load within threshold, follower moves never fenced', async () => {
+    const before = await settled('the initial cluster at rest', 30_000);
+    expect(before.status.moves.started).toBe(0);
+    const tails = new Map((await Promise.all(before.topology.partitions.map((p) => cluster.client.progress(p.id)))).map((p) => [p.partition, p.confirmedTail]));
+
+    const watch = watchFences();
+    await cluster.client.joinNode('n4', 1, 'z1');
+    const after = await settled('every node within threshold after n4 joined');
+    const fences = await watch.stop();
+
+    expect(fences.samples).toBeGreaterThan(10);
+    expect(fences.fencedSamples).toBe(0);
+    expect(after.topology.partitions.filter((p) => [p.owner, ...p.followers].includes('n4')).length).toBeGreaterThanOrEqual(6);
+    expect(after.status.moves.completed).toBeGreaterThanOrEqual(6);
+    expect(after.status.moves.aborted).toBe(0);
+    expect(after.status.state).toBe('running');
+    expect(after.status.lastPlan?.idleReason).toBeTruthy();
+    // Publishes kept confirming on every partition while copies moved.
+    for (const p of after.topology.partitions) expect((await cluster.client.progress(p.id)).confirmedTail).toBeGreaterThan(tails.get(p.id)!);
+    // The tick count only passes ticksPerRun when the loop carried its state across continue-as-new.
+    expect(after.status.ticks).toBeGreaterThan(SETTINGS.ticksPerRun);
+  });
+
+  it('pause and resume record who and why; paused, it starts nothing', async () => {
+    await expect(setPaused(client, scope, true, { by: 'alice', reason: '  ' })).rejects.toThrow(/pause needs a reason/);
+    await expect(setPaused(client, scope, false, { by: 'alice', reason: 'go' })).rejects.toThrow(/not paused/);
+    const paused = await setPaused(client, scope, true, { by: 'alice', reason: 'disk upgrade on n2' });
+    expect(paused).toMatchObject({ state: 'paused', paused: { by: 'alice', reason: 'disk upgrade on n2' } });
+    const refused = await setPaused(client, scope, true, { by: 'bob', reason: 'again' }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(MoveRefused);
+    expect((refused as MoveRefused).message).toMatch(/already paused by alice \(disk upgrade on n2\)/);
+
+    const started = paused.moves.started;
+    await cluster.client.joinNode('n5', 1, 'z1');
+    // Several ticks and the join's wake-up pass: nothing starts while paused.
+    const ticks = (await status()).ticks;
+    await eventually('several ticks while paused', async () => ((await status()).ticks >= ticks + 4 ? true : undefined), 30_000);
+    const still = await status();
+    expect(still.moves.started).toBe(started);
+    expect(still.state).toBe('paused');
+    expect(still.waitingFor).toMatch(/a resume \(paused by alice: disk upgrade on n2\)/);
+
+    const resumed = await setPaused(client, scope, false, { by: 'bob', reason: 'upgrade done' });
+    expect(resumed).toMatchObject({ state: 'running', paused: null, lastResumed: { by: 'bob', reason: 'upgrade done' } });
+    const after = await settled('every node within threshold after n5 joined and the loop resumed');
+    expect(after.status.moves.started).toBeGreaterThan(started);
+  });
+
+  it('a recovery opened midway pauses the loop; after activation it plans again and settles', async () => {
+    await cluster.client.joinNode('n6', 1, 'z1');
+    const move = await eventually('a planned move catching up', async () => {
+      const s = await status();
+      const m = s.inFlight.find((x) => x.op === 'follower_move');
+      if (!m) return undefined;
+      const p = (await cluster.client.partition(m.partition)).partition;
+      return p.learners.includes(m.to) ? m : undefined;
+    });
+    // Hold the move before the swap, then fail its partition's owner: the planner's move ends aborted.
+    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: true });
+    await cluster.client.fault({ fault: 'fail-owner', partition: move.partition });
+    const during = await eventually('the loop waiting for the recovery', async () => {
+      const s = await status();
+      return /recovery pending on/.test(s.lastPlan?.idleReason ?? '') ? s : undefined;
+    });
+    expect(during.waitingFor).toMatch(/the recovery to activate/);
+    // While the recovery is pending, no move starts.
+    for (;;) {
+      const [p, s] = await Promise.all([cluster.client.partition(move.partition), status()]);
+      if (!p.partition.pendingRecovery) break;
+      expect(s.moves.started).toBe(during.moves.started);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: false });
+    const after = await settled('every node within threshold after the recovery activated');
+    expect(after.status.moves.aborted).toBeGreaterThanOrEqual(1);
+    expect(after.status.moves.started).toBeGreaterThan(during.moves.started);
+  });
+});

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_PLANNER_CONFIG } from '../../planner';
+import { ConfigError, loadEnv, rebalancerSettings } from '../../worker/config';
+
+const settings = (vars: Record<string, string>) => rebalancerSettings(loadEnv(vars));
+
+describe('rebalancer settings from the environment', () => {
+  it('defaults to the planner defaults and a 10 s tick', () => {
+    expect(settings({})).toEqual({ planner: DEFAULT_PLANNER_CONFIG, tickMs: 10_000, ticksPerRun: 500 });
+  });
+
+  it('takes every setting, weights by name', () => {
+    const s = settings({
+      REBALANCER_TICK_MS: '250',
+      REBALANCER_WEIGHTS: 'owned=2,traffic=0.5',
+      REBALANCER_THRESHOLD: '0.2',
+      REBALANCER_MAX_TRANSFERS_PER_NODE: '3',
+      REBALANCER_NODE_COOLDOWN_MS: '0',
+    });
+    expect(s.tickMs).toBe(250);
+    expect(s.planner).toMatchObject({ weights: { ...DEFAULT_PLANNER_CONFIG.weights, owned: 2, traffic: 0.5 }, threshold: 0.2, maxTransfersPerNode: 3, nodeCooldownMs: 0 });
+  });
+
+  it.each([
+    [{ REBALANCER_THRESHOLD: '0' }, /REBALANCER_THRESHOLD="0" is invalid: expected a number above 0/],
+    [{ REBALANCER_MIN_IMPROVEMENT: '-1' }, /REBALANCER_MIN_IMPROVEMENT="-1" is invalid: expected a number above 0/],
+    [{ REBALANCER_MAX_TRANSFERS_PER_CLUSTER: '0' }, /REBALANCER_MAX_TRANSFERS_PER_CLUSTER="0" is invalid: expected a whole number of at least 1/],
+    [{ REBALANCER_TICK_MS: 'soon' }, /REBALANCER_TICK_MS="soon" is invalid/],
+    [{ REBALANCER_PARTITION_COOLDOWN_MS: '-5' }, /REBALANCER_PARTITION_COOLDOWN_MS="-5" is invalid: expected milliseconds of at least 0/],
+    [{ REBALANCER_WEIGHTS: 'owned=-1' }, /REBALANCER_WEIGHTS="owned=-1" is invalid: expected name=number pairs/],
+    [{ REBALANCER_WEIGHTS: 'disk=1' }, /names among owned, followed, history, traffic, sync/],
+    [{ REBALANCER_WEIGHTS: 'owned=0,followed=0,history=0,traffic=0,sync=0' }, /REBALANCER_WEIGHTS is invalid: weights are all 0/],
+  ])('refuses %j naming the variable and what is expected', (vars, message) => {
+    expect(() => settings(vars)).toThrow(ConfigError);
+    expect(() => settings(vars)).toThrow(message);
+  });
+});

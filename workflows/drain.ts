@@ -1,0 +1,149 @@
+/**
+ * Drain one node (`drainWorkflowId(node)`), as the note's table says: mark it draining through the contract,
+ * hand off every partition it owns to an admitted follower, then move every follower copy off it, each target
+ * chosen by the planner (`draining` in its input) under the transfer limits. It ends when the node holds no
+ * copy; the mark stays, so nothing moves back until `undrain`. Cancelling it starts no new move, lets the moves
+ * in flight finish or abort cleanly on their own, then clears the mark.
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  condition,
+  continueAsNew,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
+import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from './definitions';
+import type { DrainLeft } from './rebalancer-drain-rules';
+import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
+import { pruneCooldowns, recordEnded, selectStarts } from './rebalancer-rules';
+
+// The draining mark is a write: a normal activity, so its input is kept for retries.
+const { setNodeDraining } = proxyActivities<RebalancerActivities>({
+  startToCloseTimeout: '10s',
+  retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
+});
+
+export async function drain(request: DrainRequest): Promise<DrainOutcome> {
+  const { node } = request;
+  const settings: RebalancerSettings = request.settings ?? (await configuredSettings());
+  const state: DrainState = request.state ?? { phase: 'marking', inFlight: [], cooldowns: { nodes: {}, partitions: {} }, ticks: 0, moves: { started: 0, completed: 0, cancelled: 0, aborted: 0 } };
+  let left: DrainLeft | null = null;
+  let blockingReasons: string[] = [];
+  let lastPlan: PlanRecord | null = null;
+  let outcome: DrainOutcome | null = null;
+  let wake = false;
+
+  setHandler(topologySignal, () => void (wake = true));
+  setHandler(drainStatusQuery, (): DrainStatus => ({
+    ...state,
+    node,
+    by: request.by,
+    reason: request.reason,
+    partitionsLeft: left?.partitionsLeft ?? null,
+    ownedLeft: left?.ownedLeft ?? null,
+    bytesLeft: left?.bytesLeft ?? null,
+    blockingReasons,
+    lastPlan,
+    outcome,
+  }));
+
+  const moveCount = () => state.moves.completed;
+
+  /** Snapshot, forget the moves that ended, and count what is left on the node. */
+  async function look(): Promise<Snapshot> {
+    const snapshot = await rebalancerSnapshot(state.inFlight, node);
+    const now = Date.now();
+    const ended = recordEnded(state.inFlight, snapshot.ended, state.cooldowns, state.moves, now, settings.planner);
+    state.inFlight = ended.inFlight;
+    state.moves = ended.counts;
+    state.cooldowns = pruneCooldowns(ended.cooldowns, now);
+    left = snapshot.left;
+    return snapshot;
+  }
+
+  async function step(): Promise<boolean> {
+    const snapshot = await look();
+    if (left!.partitionsLeft === 0 && state.inFlight.length === 0) return true;
+    state.phase = left!.ownedLeft > 0 ? 'handing_off' : 'moving_followers';
+    const pending = snapshot.recoveryPending;
+    if (pending) {
+      blockingReasons = [`waiting while a recovery is pending: ${pending}`];
+      return false;
+    }
+    const now = Date.now();
+    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, draining: [node] }, settings.planner);
+    // Owners first: while the node owns a partition, only handoffs off it start.
+    const wanted = state.phase === 'handing_off' ? 'owner_handoff' : 'follower_move';
+    const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(), (s) => s.from === node && s.op === wanted);
+    const started: string[] = [];
+    const skipped = [...selection.skipped];
+    for (const s of selection.start) {
+      const result = await startMove(s, 'planner', now);
+      if ('skipped' in result) {
+        skipped.push({ partition: s.partition, reason: result.skipped });
+        continue;
+      }
+      state.inFlight.push(result.move);
+      state.moves.started++;
+      started.push(s.partition);
+      void result.handle.result().then(
+        () => (wake = true),
+        () => (wake = true),
+      );
+    }
+    const idleReason = started.length > 0 || state.inFlight.length > 0 ? null : (plan.idleReason ?? `the planner proposed no ${wanted.replace('_', ' ')} off ${node}`);
+    lastPlan = { at: now, steps: plan.steps, started, skipped, idleReason, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, threshold: plan.threshold, planningMs: plan.planningMs };
+    blockingReasons = [...(idleReason ? [idleReason] : []), ...new Set(skipped.map((s) => s.reason))];
+    return false;
+  }
+
+  try {
+    if (state.phase === 'marking') {
+      const check = await checkNodeDrain(node);
+      if (!check.ok) {
+        state.phase = 'refused';
+        outcome = { status: 'refused', node, code: check.code, reason: check.message };
+        throw ApplicationFailure.nonRetryable(check.message, check.code, outcome);
+      }
+      await setNodeDraining(node, true, `${request.reason} (drain by ${request.by})`);
+      state.phase = 'handing_off';
+    }
+    for (let i = 0; i < settings.ticksPerRun && !workflowInfo().continueAsNewSuggested; i++) {
+      state.ticks++;
+      wake = false;
+      if (await step()) {
+        state.phase = 'completed';
+        blockingReasons = [];
+        outcome = { status: 'completed', node, moves: moveCount() };
+        return outcome;
+      }
+      await condition(() => wake, settings.tickMs);
+    }
+    return await continueAsNew<typeof drain>({ ...request, settings, state });
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+    // Cancelled: start nothing more, let the moves in flight end on their own, then clear the mark.
+    return await CancellationScope.nonCancellable(async () => {
+      state.phase = 'finishing_moves';
+      blockingReasons = state.inFlight.length > 0 ? [`waiting for ${state.inFlight.length} move(s) in flight to end`] : [];
+      for (;;) {
+        await look();
+        if (state.inFlight.length === 0) break;
+        blockingReasons = [`waiting for ${state.inFlight.map((m) => m.workflowId).join(', ')} to end`];
+        await condition(() => wake, settings.tickMs);
+        wake = false;
+      }
+      state.phase = 'clearing_mark';
+      await setNodeDraining(node, false, `drain of ${node} cancelled`);
+      state.phase = 'cancelled';
+      blockingReasons = [];
+      outcome = { status: 'cancelled', node, reason: 'the drain was cancelled (undrain)', moves: moveCount() };
+      throw new CancelledFailure(outcome.reason, [outcome]);
+    });
+  }
+}

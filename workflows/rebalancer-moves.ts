@@ -1,0 +1,61 @@
+/**
+ * What the loop and drains share inside the workflow sandbox: the snapshot and planner activities, and how a
+ * planned step becomes a reconfiguration that outlives its starter.
+ */
+import { WorkflowExecutionAlreadyStartedError, type Workflow } from '@temporalio/common';
+import { ChildWorkflowCancellationType, ParentClosePolicy, proxyLocalActivities, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
+import type { RebalancerActivities } from '../activities/rebalancer';
+import type { Proposal } from '../planner/types';
+import { reconfigurationWorkflowId, type HandoffRequest, type FollowerMoveRequest, type MoveOrigin, type ReconfigurationKind, type TrackedMove } from './definitions';
+import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from './search-attributes';
+
+// Reads and planning are local activities: reading again or planning again after a crash is harmless, and
+// neither needs a round trip through the server.
+export const { rebalancerSnapshot, planMoves, configuredSettings, checkNodeDrain } = proxyLocalActivities<RebalancerActivities>({
+  startToCloseTimeout: '60s',
+  // Broker unreachable or restarting: keep trying.
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '15s' },
+});
+
+/** The workflow type and kind each planned operation runs as. */
+const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind }> = {
+  follower_move: { type: 'followerMoveV2', kind: 'follower-move' },
+  owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff' },
+};
+
+export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow> } | { skipped: string };
+
+/**
+ * Start the step as a reconfiguration of its partition (`reconfigure-<partition>`) that outlives the starter
+ * and is never cancelled with it. Another reconfiguration already running on the partition is not an error:
+ * the step is skipped and planned again from the next snapshot.
+ */
+export async function startMove(step: Proposal, origin: MoveOrigin, now: number): Promise<Started> {
+  const { type, kind } = RUNS_AS[step.op];
+  const request: FollowerMoveRequest | HandoffRequest = { partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason };
+  const workflowId = reconfigurationWorkflowId(step.partition);
+  try {
+    const handle = await startChild(type, {
+      workflowId,
+      args: [request],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      cancellationType: ChildWorkflowCancellationType.ABANDON,
+      typedSearchAttributes: [
+        { key: PartitionKey, value: step.partition },
+        { key: KindKey, value: kind },
+        { key: PhaseKey, value: 'validating' },
+        { key: SourceKey, value: step.from },
+        { key: TargetKey, value: step.to },
+      ],
+      staticSummary: `${kind} of ${step.partition}: ${step.from} → ${step.to} (${origin})`,
+      staticDetails: step.reason,
+    });
+    return {
+      handle,
+      move: { partition: step.partition, op: step.op, from: step.from, to: step.to, workflowId, runId: handle.firstExecutionRunId, startedAt: now, bytes: step.bytes, reason: step.reason },
+    };
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return { skipped: `another reconfiguration of ${step.partition} is running (${workflowId})` };
+    throw err;
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * The rebalancer's and the drain's rules as pure functions: which planned steps start now (limits, one
+ * reconfiguration per partition, nodes left alone), cooldowns after a move ends, what counts as in flight,
+ * and the operator notes of pause and resume. Deterministic: used inside workflows and by activities.
+ */
+import type { Partition, Topology, Transfer } from '../cluster/contract';
+import type { InFlightMove, PlannerConfig, Proposal } from '../planner/types';
+import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, TrackedMove } from './definitions';
+
+/** Why a pause or resume is refused, or null: who and why are required, and the loop must be in the other state. */
+export function checkOperatorNote(action: 'pause' | 'resume', request: PauseRequest | undefined, paused: OperatorNote | null): string | null {
+  if (typeof request?.by !== 'string' || request.by.trim() === '') {
+    return `${action} needs who asks: "by" is empty; expected a name, for example "alice"`;
+  }
+  if (typeof request.reason !== 'string' || request.reason.trim() === '') {
+    return `${action} needs a reason: "reason" is empty; expected words saying why, for example "disk upgrade on n3"`;
+  }
+  if (action === 'pause' && paused) return `the rebalancer is already paused by ${paused.by} (${paused.reason}); resume it first`;
+  if (action === 'resume' && !paused) return 'the rebalancer is not paused: nothing to resume';
+  return null;
+}
+
+/** Cooldowns still running at `now`. */
+export function pruneCooldowns(cooldowns: Cooldowns, now: number): Cooldowns {
+  const keep = (r: Record<string, number>) => Object.fromEntries(Object.entries(r).filter(([, until]) => until > now));
+  return { nodes: keep(cooldowns.nodes), partitions: keep(cooldowns.partitions) };
+}
+
+export interface MoveCounts {
+  started: number;
+  completed: number;
+  cancelled: number;
+  aborted: number;
+}
+
+/**
+ * Drop the moves that ended from those in flight. A completed move cools down its partition and the node that
+ * received the copy (or the owner role), so that node is not judged overloaded and drained again at once; a
+ * cancelled or aborted move cools nothing, so a move a recovery aborted is planned again from fresh scores on
+ * the next tick after activation, as the note says.
+ */
+export function recordEnded(
+  inFlight: TrackedMove[],
+  ended: EndedMove[],
+  cooldowns: Cooldowns,
+  counts: MoveCounts,
+  now: number,
+  config: Pick<PlannerConfig, 'nodeCooldownMs' | 'partitionCooldownMs'>,
+): { inFlight: TrackedMove[]; cooldowns: Cooldowns; counts: MoveCounts } {
+  const byRun = new Map(ended.map((e) => [e.runId, e]));
+  const nodes = { ...cooldowns.nodes };
+  const partitions = { ...cooldowns.partitions };
+  const next = { ...counts };
+  const still: TrackedMove[] = [];
+  for (const m of inFlight) {
+    const end = byRun.get(m.runId);
+    if (!end) {
+      still.push(m);
+      continue;
+    }
+    next[end.status]++;
+    if (end.status !== 'completed') continue;
+    nodes[m.to] = Math.max(nodes[m.to] ?? 0, now + config.nodeCooldownMs);
+    partitions[m.partition] = Math.max(partitions[m.partition] ?? 0, now + config.partitionCooldownMs);
+  }
+  return { inFlight: still, cooldowns: { nodes, partitions }, counts: next };
+}
+
+/** The nodes holding any copy of the partition: owner, followers, learners and the leaving replica. */
+export function holders(p: Partition): string[] {
+  return [p.owner, ...p.followers, ...p.learners, ...(p.leaving ? [p.leaving] : [])];
+}
+
+/**
+ * Every reconfiguration in flight, as the planner counts it: the moves this workflow tracks (it knows their
+ * source) and every change the topology shows in flight (learners, a leaving replica, admission closed for a
+ * handoff), whoever started it. Bytes remaining come from the sync budget's transfers.
+ */
+export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transfers: Transfer[]): InFlightMove[] {
+  const bytesTo = (partition: string, node: string) =>
+    transfers.filter((t) => t.partition === partition && t.node === node).reduce((sum, t) => sum + t.bytesRemaining, 0);
+  const out = new Map<string, InFlightMove>();
+  const partitions = new Map(topology.partitions.map((p) => [p.id, p]));
+  for (const m of tracked) {
+    const p = partitions.get(m.partition);
+    const learning = p?.learners.includes(m.to) ?? false;
+    out.set(m.partition, { partition: m.partition, op: m.op, from: m.from, to: m.to, bytesRemaining: learning ? bytesTo(m.partition, m.to) : m.op === 'follower_move' && !p?.followers.includes(m.to) ? m.bytes : 0 });
+  }
+  for (const p of topology.partitions) {
+    if (out.has(p.id)) continue;
+    const learner = p.learners[0];
+    if (learner) out.set(p.id, { partition: p.id, op: 'follower_move', from: p.leaving, to: learner, bytesRemaining: bytesTo(p.id, learner) });
+    else if (p.leaving) out.set(p.id, { partition: p.id, op: 'follower_move', from: p.leaving, to: p.boundary?.joined ?? p.leaving, bytesRemaining: 0 });
+    else if (p.admission === 'closed') out.set(p.id, { partition: p.id, op: 'owner_handoff', from: p.owner, to: p.owner, bytesRemaining: 0 });
+  }
+  return [...out.values()];
+}
+
+/** Pending recoveries in words, or null when none is pending: the loop plans nothing while one is. */
+export function recoveryPending(topology: Topology): string | null {
+  const pending = topology.partitions.filter((p) => p.pendingRecovery);
+  if (pending.length === 0) return null;
+  const named = pending.slice(0, 3).map((p) => `${p.id} (${p.pendingRecovery!.failedOwner} failed in epoch ${p.pendingRecovery!.epoch})`);
+  return `recovery pending on ${named.join(', ')}${pending.length > 3 ? ` and ${pending.length - 3} more` : ''}`;
+}
+
+export interface Selection {
+  start: Proposal[];
+  skipped: { partition: string; reason: string }[];
+}
+
+/**
+ * The planned steps to start now: one reconfiguration per partition, the transfer limits counted over the moves
+ * in flight (per node on the receiving node, as the broker's sync budget counts a transfer; a handoff copies
+ * nothing), and no step touching a node in `leaveAlone` (draining nodes, for the loop). `keep` narrows the steps
+ * further (a drain keeps those off its node).
+ */
+export function selectStarts(
+  steps: Proposal[],
+  inFlight: InFlightMove[],
+  config: Pick<PlannerConfig, 'maxTransfersPerNode' | 'maxTransfersPerCluster'>,
+  leaveAlone: ReadonlySet<string>,
+  keep: (step: Proposal) => boolean = () => true,
+): Selection {
+  const inbound = new Map<string, number>();
+  const busy = new Set<string>();
+  const count = (m: { op: Proposal['op']; to: string }) => m.op === 'follower_move' && inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
+  for (const m of inFlight) {
+    busy.add(m.partition);
+    count(m);
+  }
+  let cluster = inFlight.length;
+  const start: Proposal[] = [];
+  const skipped: Selection['skipped'] = [];
+  for (const step of steps) {
+    if (!keep(step)) continue;
+    const touched = [step.from, step.to].filter((n) => leaveAlone.has(n));
+    let reason: string | null = null;
+    if (busy.has(step.partition)) reason = `a reconfiguration of ${step.partition} is already in flight`;
+    else if (touched.length > 0) reason = `${touched.join(' and ')} is draining: the rebalancer leaves it alone`;
+    else if (cluster >= config.maxTransfersPerCluster) reason = `the cluster limit of ${config.maxTransfersPerCluster} moves in flight is reached`;
+    else if (step.op === 'follower_move' && (inbound.get(step.to) ?? 0) >= config.maxTransfersPerNode) {
+      reason = `${step.to} already receives ${config.maxTransfersPerNode} copies (the per-node transfer limit)`;
+    }
+    if (reason) {
+      skipped.push({ partition: step.partition, reason });
+      continue;
+    }
+    start.push(step);
+    busy.add(step.partition);
+    count(step);
+    cluster++;
+  }
+  return { start, skipped };
+}
