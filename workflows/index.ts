@@ -6,3 +6,5 @@ export { ownerHandoff } from './owner-handoff';
 export { ownerMove } from './owner-move';
 export { rebalancer } from './rebalancer';
 export { drain } from './drain';
+export { replicationIncrease } from './replication-increase';
+export { followerReplacement } from './follower-replacement';

@@ -18,11 +18,13 @@ import type { CommandDeps } from '../output';
 import * as audit from './audit';
 import * as cancel from './cancel';
 import * as drain from './drain';
+import * as grow from './grow';
 import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
-import * as plan from './plan';
 import * as pause from './pause';
+import * as plan from './plan';
+import * as replace from './replace';
 import * as resume from './resume';
 import * as show from './show';
 import * as status from './status';
@@ -30,4 +32,4 @@ import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, moves, show, cancel, status, pause, resume, drain, undrain, plan, audit];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, moves, show, cancel, status, pause, resume, drain, undrain, plan, audit];

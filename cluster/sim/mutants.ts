@@ -134,6 +134,11 @@ export const MUTANTS = {
     rule: 'the learner is admitted to the accepted history (not_admitted)',
     safety: true,
   },
+  'promote-learner.learner-live': {
+    rule: "the learner's node is live (node_down)",
+    safety: false,
+    why: 'a down follower never counts toward a confirm and stays in the eligible set with its disk: the raised W stops confirms sooner (availability), no confirmed message depends on the down copy',
+  },
   'promote-learner.covers-confirmed': {
     rule: 'the learner is durable at the confirmed tail and close to the tail (not_caught_up)',
     safety: true,

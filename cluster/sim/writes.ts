@@ -235,6 +235,10 @@ function removeLeaving(sim: ClusterSim, p: PartitionState, n: string): null {
 /** Replication factor increase (step 0, then promotion, no removal): the only write that changes W; confirms below it keep the old W. */
 function promoteLearner(sim: ClusterSim, p: PartitionState, n: string): null {
   const r = requireLearner(sim, p, n, 'promote-learner.is-learner');
+  // W rises with the factor only when the new copy starts to count, and a down learner counts for nothing.
+  if (!sim.holds('promote-learner.learner-live', sim.nodes.get(n)!.live)) {
+    throw new Refused('node_down', `${n} is down; drop the learner rather than raise W for a copy that cannot count`, { node: n, live: false });
+  }
   requireAdmittedCaughtUp(sim, p, n, r, {
     admitted: 'promote-learner.learner-admitted',
     caughtUp: 'promote-learner.covers-confirmed',

@@ -324,6 +324,14 @@ describe('promote-learner', () => {
     sim.advance(200);
     refused(sim, 'q-0', 'promote-learner', { node: 'n5' }, 'not_caught_up');
   });
+
+  it('refuses a learner whose node is down, even admitted and caught up: W must not rise for a copy that cannot count', () => {
+    const sim = withAdmittedLearner();
+    sim.fault({ fault: 'crash-node', node: 'n5' });
+    expect(refused(sim, 'q-0', 'promote-learner', { node: 'n5' }, 'node_down')).toEqual({ node: 'n5', live: false });
+    sim.mutants.add('promote-learner.learner-live');
+    expect(write(sim, 'q-0', 'promote-learner', { node: 'n5' }).ok).toBe(true);
+  });
 });
 
 describe('owner handoff', () => {

@@ -1,0 +1,101 @@
+/**
+ * Shared by the increase, replacement and returning-replica tests: faults fired at one write boundary, a crashed
+ * node brought back, fresh partitions under the file's own ids.
+ */
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { ClusterClient } from '../../cluster/client';
+import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
+import { eventually } from './helpers';
+
+/** Faults to fire just before or just after the next `write` on `partition`. */
+export interface Armed {
+  partition: string;
+  write: GuardedWriteName;
+  when: 'before' | 'after';
+  faults: Fault[];
+  fired: boolean;
+}
+
+/** The activities' broker client, firing the armed faults at their write boundary. */
+export function armFault(real: ClusterClient, armed: { current: Armed | null }): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
+  return {
+    partition: (id) => real.partition(id),
+    nodes: () => real.nodes(),
+    write: async (partition, write, request) => {
+      const a = armed.current && !armed.current.fired && armed.current.partition === partition && armed.current.write === write ? armed.current : null;
+      if (a?.when === 'before') {
+        a.fired = true;
+        for (const f of a.faults) await real.fault(f);
+      }
+      const reply = await real.write(partition, write, request);
+      if (a?.when === 'after') {
+        a.fired = true;
+        for (const f of a.faults) await real.fault(f);
+      }
+      return reply;
+    },
+  };
+}
+
+/** Restarts a crashed node a moment after its fault fired (a restarted process with its disk), and returns the result. */
+export async function healAfter<T>(broker: ClusterClient, a: Armed, node: string | null, result: Promise<T>): Promise<T> {
+  let ended = false;
+  const healer = (async () => {
+    if (!node) return;
+    await eventually('the fault to fire or the move to end', async () => (a.fired || ended ? true : undefined), 120_000);
+    if (!a.fired) return;
+    await new Promise((r) => setTimeout(r, 1_500));
+    await broker.fault({ fault: 'restart-node', node });
+  })();
+  const out = await result.finally(() => (ended = true));
+  await healer;
+  return out;
+}
+
+/** The relay a test file's worker runs: its events reach a workflow of a partition id only once it passed them. */
+export interface Relay {
+  client: Client;
+  workflowId: string;
+}
+
+async function relayCursor(relay: Relay): Promise<number> {
+  const description = await relay.client.workflow.getHandle(relay.workflowId).describe();
+  const details = description.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
+  return details ? defaultPayloadConverter.fromPayload<number>(details) : -1;
+}
+
+async function feedEnd(broker: ClusterClient): Promise<number> {
+  let after = 0;
+  for (;;) {
+    const page = await broker.events(after, { limit: 10_000 });
+    if (page.events.length === 0) return after;
+    after = page.cursor;
+  }
+}
+
+/**
+ * A new partition under `id`, once it is serving. An earlier partition of that id is deleted first, and the
+ * relay must have delivered its events before a new workflow of the same id starts: delivered later, they would
+ * tell the new workflow of generations and recoveries the new partition never had.
+ */
+export async function freshPartition(broker: ClusterClient, relay: Relay, id: string, replicas: string[], kind: 'queue' | 'stream' = 'queue'): Promise<Partition> {
+  const existed = await broker.deletePartition(id).then(() => true, () => false);
+  if (existed) {
+    const end = await feedEnd(broker);
+    await eventually(`the relay past seq ${end}`, async () => ((await relayCursor(relay)) >= end ? true : undefined));
+  }
+  await broker.createPartition({ id, kind, replicas });
+  return eventually(`${id} serving`, async () => {
+    const p = (await broker.partition(id)).partition;
+    return p.pendingRecovery === null ? p : undefined;
+  });
+}
+
+/** Settled after faults: no pending recovery and every copy re-admitted. */
+export function settled(broker: ClusterClient, id: string): Promise<Partition> {
+  return eventually(`${id} settled`, async () => {
+    const p = (await broker.partition(id)).partition;
+    return p.pendingRecovery === null && p.history.every((h) => !h.suspended) ? p : undefined;
+  });
+}

@@ -1,0 +1,53 @@
+/**
+ * Lost follower replaced (the note's "step 0 on the replacement, then remove the lost copy once the threshold
+ * allows"): add T as a learner, wait until the broker admits it, swap T in for the lost L (boundary B), then
+ * remove L once T is durable at B. Nothing asks anything of L, so this finishes when L never comes back; L stays
+ * eligible with whatever its disk holds until the removal. Before the swap every exit drops the learner; past
+ * it the only ways on are finishing or ordinary recovery.
+ */
+import type { MoveOutcome, ReplaceRequest } from './definitions';
+import { checkReplace } from './grow-rules';
+import { aborted, removeOnceCovered, untilCounted } from './steps/grow-learner';
+import { Operation } from './steps/operation';
+import { rejection, swap } from './steps/steps';
+import { DEFAULT_TIMING, Watch } from './steps/watch';
+
+export async function followerReplacement(request: ReplaceRequest): Promise<MoveOutcome> {
+  const { partition, lost: L, with: T, origin } = request;
+  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
+  const op = new Operation({ kind: 'replace', partition, from: L, to: T, origin }, watch);
+  watch.listen();
+  op.start();
+
+  return op.run(async () => {
+    // ---- validating: the rules the client checked, against what the broker says now.
+    let ctx;
+    try {
+      ctx = await watch.read();
+    } catch (err) {
+      const cause = rejection(err);
+      if (cause) return aborted(partition, cause.type ?? 'rejected', cause.message).ended;
+      throw err;
+    }
+    const check = checkReplace(ctx.view.partition, ctx.nodes, L, T);
+    if (!check.ok) return aborted(partition, check.code, check.message).ended;
+
+    // ---- step 0, then step 1: T counts in L's place; the owner records boundary B.
+    const swapped = await untilCounted({
+      op,
+      to: T,
+      origin,
+      count: (interrupts) => swap(op, T, L, interrupts),
+      recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T),
+    });
+    if ('ended' in swapped) return swapped.ended;
+    const B = swapped.value;
+    op.refuseCancel(
+      () =>
+        `refused: ${partition} already counts ${T} instead of the lost ${L} (swap at boundary ${B}); the replacement finishes ` +
+        `by removing ${L} once ${T} is durable at ${B} (now ${op.snapshot().targetDurable ?? 'unknown'}).`,
+    );
+    // ---- step 2: remove L once T covers B.
+    return removeOnceCovered(op, L, T, B);
+  });
+}
