@@ -27,6 +27,8 @@ export interface RebalancerState {
   reason: string | null;
   /** ISO time of the last pause or resume, when known. */
   since: string | null;
+  /** What the loop waits for right now (paused, a pending recovery, the next tick), when it says. */
+  waitingFor: string | null;
 }
 
 /** Who asked and why: recorded by the workflow where it records it, and in the audit log. */
@@ -36,14 +38,14 @@ export interface Requester {
 }
 
 /** An operator's request of a reconfiguration, by kind; `origin` is always operator. */
-export type OperatorRequest = ReconfigurationRequest extends infer R ? (R extends { origin: unknown } ? Omit<R, 'origin'> : never) : never;
+export type OperatorRequest = ReconfigurationRequest extends infer R ? (R extends { origin: unknown } ? Omit<R, 'origin' | 'reason'> : never) : never;
 
 export interface AdminDeps {
   topology(): Promise<Topology>;
   syncBudget(): Promise<SyncBudget>;
   invariants(): Promise<InvariantsReport>;
   scores(topology: Topology, moves: MoveStatus[]): ScoresView;
-  plan(topology: Topology, moves: MoveStatus[]): Plan;
+  plan(topology: Topology, moves: MoveStatus[]): Promise<Plan>;
   moves(): Promise<MoveStatus[]>;
   recentMoves(limit: number): Promise<EndedMove[]>;
   show(partition: string): Promise<MoveDetail>;

@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import type { ClusterClient } from '../cluster/client';
+import type { PlannerConfig } from '../planner/types';
 import { ConfigError } from '../worker/config';
 import { AuditLog, auditFile } from './audit';
 import { startAdmin, type RunningAdmin } from './server';
@@ -44,6 +45,7 @@ export async function startAdminService(options: {
   cluster: ClusterClient;
   taskQueue: string;
   namespace: string;
+  planner: PlannerConfig;
   dataDir: string;
   /** Where the dev server's UI is, when `npm start` runs one. */
   defaultUiUrl: string;
@@ -52,7 +54,7 @@ export async function startAdminService(options: {
   const token = env.ADMIN_TOKEN ?? crypto.randomBytes(24).toString('base64url');
   const audit = new AuditLog(auditFile(options.dataDir));
   const admin = await startAdmin({
-    deps: createAdminDeps({ client: options.client, cluster: options.cluster, taskQueue: options.taskQueue }),
+    deps: createAdminDeps({ client: options.client, cluster: options.cluster, taskQueue: options.taskQueue, planner: options.planner }),
     audit,
     token,
     host: env.ADMIN_HOST,

@@ -1,62 +1,106 @@
-/** The admin API's sources as they exist: the broker, Temporal (moves), the planner, the rebalancer. */
+/** The admin API's sources: the broker, Temporal (moves, the rebalancer loop, drains) and the planner. */
 import type { Client } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
-import { cancelMove, listMoves, MoveRefused, recentMoves, showMove, startFollowerMove } from '../client/moves';
-import { relayWorkflowId } from '../worker/relay';
-import type { AdminDeps, ScoresView } from './deps';
 import type { Topology } from '../cluster/contract';
-import type { MoveStatus } from '../workflows/definitions';
-import type { NodeScore, Plan } from '../planner/types';
+import { startGrow, startReplace } from '../client/grow';
+import { startHandoff, startOwnerMove } from '../client/handoff';
+import { cancelMove, listMoves, MoveRefused, recentMoves, showMove, startFollowerMove } from '../client/moves';
+import { rebalancerStatus, setPaused, startDrain, undrain } from '../client/rebalancer';
+import { planToConvergence, scoreNodes } from '../planner';
+import type { InFlightMove, PlanInput, PlannerConfig } from '../planner/types';
+import { relayScope, relayWorkflowId } from '../worker/relay';
+import type { MoveStatus, RebalancerStatus } from '../workflows/definitions';
+import type { AdminDeps, RebalancerState, ScoresView } from './deps';
 
 export interface AdminSources {
   client: Client;
   cluster: ClusterClient;
   taskQueue: string;
+  /** The planner settings the rebalancer runs with: scores, thresholds and the dry run use the same. */
+  planner: PlannerConfig;
 }
 
-const WEIGHTS = { owned: 1, followed: 0.5, history: 0, traffic: 0, sync: 0 };
-const THRESHOLD = 1;
+/** Moves in flight as the planner counts them: bytes still to copy, load arriving at `to` and leaving `from`. */
+function inFlight(moves: MoveStatus[]): InFlightMove[] {
+  return moves.map((m) => ({
+    partition: m.partition,
+    op: m.kind === 'owner-handoff' ? 'owner_handoff' : 'follower_move',
+    from: m.from,
+    to: m.to,
+    bytesRemaining: m.bytesRemaining ?? 0,
+  }));
+}
 
-function scores(topology: Topology): ScoresView {
-  const nodes: NodeScore[] = topology.nodes.map((n) => {
-    const owned = topology.partitions.filter((p) => p.owner === n.id).length / n.capacity;
-    const followed = topology.partitions.filter((p) => p.followers.includes(n.id) || p.learners.includes(n.id) || p.leaving === n.id).length / n.capacity;
-    return { node: n.id, zone: n.zone, capacity: n.capacity, live: n.live, draining: n.draining, owned, followed, history: 0, traffic: 0, sync: 0, total: owned * WEIGHTS.owned + followed * WEIGHTS.followed };
-  });
-  const mean = nodes.reduce((s, n) => s + n.total, 0) / Math.max(1, nodes.length);
-  const spread = Math.max(0, ...nodes.map((n) => Math.abs(n.total - mean)));
-  return { nodes, weights: WEIGHTS, mean, upper: mean + THRESHOLD, lower: mean - THRESHOLD, spread };
+function planInput(topology: Topology, moves: MoveStatus[], cooldowns: PlanInput['cooldowns'] = { nodes: {}, partitions: {} }): PlanInput {
+  return { topology, inFlight: inFlight(moves), cooldowns, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
+}
+
+function stateOf(s: RebalancerStatus): RebalancerState {
+  const note = s.paused ?? s.lastResumed;
+  return {
+    state: s.state,
+    pausedBy: s.paused?.by ?? null,
+    reason: s.paused?.reason ?? null,
+    since: note ? new Date(note.at).toISOString() : null,
+    waitingFor: s.waitingFor,
+  };
 }
 
 export function createAdminDeps(src: AdminSources): AdminDeps {
-  const { client, cluster } = src;
-  const relayId = relayWorkflowId(cluster.baseUrl, src.taskQueue);
+  const { client, cluster, taskQueue, planner } = src;
+  const ctx = { client, cluster, taskQueue };
+  const scope = relayScope(cluster.baseUrl, taskQueue);
+  const relayId = relayWorkflowId(cluster.baseUrl, taskQueue);
   let feedHead = 0;
-  const notYet = (what: string) => new MoveRefused('not_available', `${what} is not available in this build`);
+  const loopStatus = () =>
+    rebalancerStatus(client, scope).catch((err: unknown) => {
+      if (err instanceof MoveRefused && err.code === 'no_rebalancer') return null;
+      throw err;
+    });
   return {
     topology: () => cluster.topology(),
     syncBudget: () => cluster.syncBudget(),
     invariants: () => cluster.invariants(),
-    scores: (topology) => scores(topology),
-    plan: (topology: Topology, _moves: MoveStatus[]): Plan => {
-      const s = scores(topology);
-      return { planningMs: 0, steps: [], spreadBefore: s.spread, spreadAfter: s.spread, mean: s.mean, threshold: THRESHOLD, predictedMs: 0, idleReason: 'no planner in this build' };
+    scores(topology, moves): ScoresView {
+      const { mean, nodes } = scoreNodes(planInput(topology, moves), planner);
+      const spread = Math.max(0, ...nodes.filter((n) => n.live && !n.draining).map((n) => Math.abs(n.total - mean)));
+      return { nodes, weights: planner.weights, mean, upper: mean + planner.threshold, lower: mean - planner.threshold, spread };
+    },
+    async plan(topology, moves) {
+      // The loop's cooldowns, when it runs, so the dry run proposes what the loop would.
+      const loop = await loopStatus();
+      return planToConvergence(planInput(topology, moves, loop?.cooldowns), planner);
     },
     moves: () => listMoves(client),
     recentMoves: (limit) => recentMoves(client, limit),
     show: (partition) => showMove(client, partition, cluster),
-    async start(request) {
-      if (request.kind !== 'follower-move') throw notYet(`a ${request.kind}`);
-      const handle = await startFollowerMove({ client, cluster, taskQueue: src.taskQueue }, { ...request, origin: 'operator' });
-      return { workflowId: handle.workflowId };
+    async start(request, by) {
+      const common = { origin: 'operator' as const, reason: `${by.reason} (${by.actor})` };
+      switch (request.kind) {
+        case 'follower-move':
+          return startFollowerMove(ctx, { ...request, ...common });
+        case 'owner-handoff':
+          return startHandoff(ctx, { ...request, ...common });
+        case 'owner-move':
+          return startOwnerMove(ctx, { ...request, ...common });
+        case 'grow':
+          return startGrow(ctx, { ...request, ...common });
+        case 'replace':
+          return startReplace(ctx, { ...request, ...common });
+      }
     },
-    cancel: (partition, by) => cancelMove(client, partition, by.reason),
-    drain: () => Promise.reject(notYet('drain')),
-    undrain: () => Promise.reject(notYet('undrain')),
+    cancel: (partition, by) => cancelMove(client, partition, `${by.reason} (${by.actor})`),
+    drain: (node, by) => startDrain(ctx, { node, by: by.actor, reason: by.reason }),
+    async undrain(node, by) {
+      await undrain({ client, cluster }, node, `${by.reason} (${by.actor})`);
+    },
     rebalancer: {
-      status: async () => ({ state: 'absent', pausedBy: null, reason: null, since: null }),
-      pause: () => Promise.reject(notYet('the rebalancer')),
-      resume: () => Promise.reject(notYet('the rebalancer')),
+      async status() {
+        const s = await loopStatus();
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null };
+      },
+      pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
+      resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
     },
     async relayLag() {
       // The feed's head, read forward from where the last look ended: cheap however long the feed is.

@@ -14,7 +14,8 @@ let f: AdminFixture;
 const base = () => f.admin.url;
 
 beforeAll(async () => {
-  f = await startAdminFixture({ name: 'admin-api', partitions: PARTITIONS });
+  // A threshold no node exceeds: the real rebalancer loop proposes nothing, so the moves here are the test's own.
+  f = await startAdminFixture({ name: 'admin-api', partitions: PARTITIONS, planner: { threshold: 1e6 } });
 });
 afterAll(async () => {
   await f?.close();
@@ -68,6 +69,24 @@ describe('auth', () => {
     expect(form.status).toBe(415);
     expect((await f.deps.rebalancer.status()).state).toBe('running');
     expect((await auditEntries()).some((e) => e.reason === 'forged')).toBe(false);
+  });
+});
+
+describe('reads', () => {
+  it('serves nodes with score vectors, mean and thresholds (paged), the plan, and the status', async () => {
+    const nodes = (await call(base(), 'GET', '/api/nodes?limit=2&sort=id', { token: false })).body as { total: number; nodes: { node: string; owned: number; total: number }[]; mean: number; upper: number; lower: number };
+    expect(nodes.total).toBe(5);
+    expect(nodes.nodes.map((n) => n.node)).toEqual(['n1', 'n2']);
+    expect(nodes.upper - nodes.mean).toBe(1e6);
+    expect(nodes.mean - nodes.lower).toBe(1e6);
+    expect(nodes.nodes[0]!.owned).toBeGreaterThan(0);
+    const filtered = (await call(base(), 'GET', '/api/nodes?filter=n5', { token: false })).body as { total: number };
+    expect(filtered.total).toBe(1);
+    const plan = (await call(base(), 'GET', '/api/plan', { token: false })).body;
+    expect(plan).toMatchObject({ steps: [], threshold: 1e6 });
+    expect(typeof plan.planningMs).toBe('number');
+    const status = (await call(base(), 'GET', '/api/status', { token: false })).body;
+    expect(status).toMatchObject({ nodes: { total: 5, live: 5, draining: 0 }, partitions: 3, recoveryPending: [] });
   });
 });
 

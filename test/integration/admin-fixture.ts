@@ -8,11 +8,14 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { AuditLog, auditFile } from '../../admin/audit';
-import type { AdminDeps, RebalancerState } from '../../admin/deps';
+import type { AdminDeps } from '../../admin/deps';
 import { startAdmin, type RunningAdmin } from '../../admin/server';
 import { createAdminDeps } from '../../admin/wiring';
 import type { SimConfig } from '../../cluster/sim/types';
-import { connectClient, startTestCluster, startWorker } from './helpers';
+import { DEFAULT_PLANNER_CONFIG } from '../../planner';
+import type { PlannerConfig } from '../../planner/types';
+import { createRebalancerWorker } from '../../worker/worker';
+import { connectClient, logger, startTestCluster, temporalAddress, TEST_RELAY_TUNING } from './helpers';
 
 export const TOKEN = 'test-admin-token-0123456789';
 
@@ -28,31 +31,32 @@ export interface AdminFixture {
   close(): Promise<void>;
 }
 
-/** A stand-in for the rebalancer workflow's pause and resume, for a build without it: records who and why. */
-export function fakeRebalancer(): AdminDeps['rebalancer'] {
-  let state: RebalancerState = { state: 'running', pausedBy: null, reason: null, since: null };
-  return {
-    status: async () => state,
-    pause: async (by) => (state = { state: 'paused', pausedBy: by.actor, reason: by.reason, since: new Date().toISOString() }),
-    resume: async () => (state = { state: 'running', pausedBy: null, reason: null, since: new Date().toISOString() }),
-  };
-}
-
 export async function startAdminFixture(options: {
   name: string;
   partitions: string[];
   nodes?: number;
   config?: Partial<SimConfig>;
+  planner?: Partial<PlannerConfig>;
 }): Promise<AdminFixture> {
   const cluster = await startTestCluster(options.config ?? {}, { nodes: options.nodes ?? 5, partitions: 0, streams: 0 });
+  const client = await connectClient();
+  const taskQueue = `${options.name}-${process.pid}`;
+  const planner = { ...DEFAULT_PLANNER_CONFIG, ...options.planner };
+  // The real rebalancer loop, started while the cluster has no partition and ticking once an hour: it plans on a
+  // node event or a resume only, so the moves these tests request by hand are theirs alone until then.
+  const w = await createRebalancerWorker({
+    temporal: { address: temporalAddress(), namespace: 'default', taskQueue },
+    clusterUrl: cluster.url,
+    logger,
+    relayTuning: TEST_RELAY_TUNING,
+    rebalancer: { planner, tickMs: 3_600_000, ticksPerRun: 100 },
+  });
+  const running = w.run();
   for (const [i, id] of options.partitions.entries()) {
     const n = options.nodes ?? 5;
     await cluster.client.createPartition({ id, replicas: [0, 1, 2].map((k) => `n${((i + k) % n) + 1}`) });
   }
-  const client = await connectClient();
-  const taskQueue = `${options.name}-${process.pid}`;
-  const { w, running } = await startWorker(cluster.url, taskQueue);
-  const deps: AdminDeps = { ...createAdminDeps({ client, cluster: cluster.client, taskQueue }), rebalancer: fakeRebalancer() };
+  const deps = createAdminDeps({ client, cluster: cluster.client, taskQueue, planner });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
   let audit = new AuditLog(auditFile(dataDir));
   const open = (host = '127.0.0.1', log = audit) =>

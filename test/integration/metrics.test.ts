@@ -11,7 +11,7 @@ let f: AdminFixture;
 
 beforeAll(async () => {
   // About 3 MiB to copy at 256 KiB/s: the move is in flight for several scrapes.
-  f = await startAdminFixture({ name: 'metrics', partitions: ['q-540', 'q-541'], config: { transferBytesPerSec: 256 * 1024 } });
+  f = await startAdminFixture({ name: 'metrics', partitions: ['q-540', 'q-541'], config: { transferBytesPerSec: 256 * 1024 }, planner: { threshold: 1e6 } });
 });
 afterAll(async () => {
   await f?.close();
