@@ -8,7 +8,8 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../worker/config';
 import { COMMANDS } from './commands';
 import { MoveRefused } from './moves';
-import { connect, EXIT, Unreachable, type Io } from './output';
+import { auditCliAction } from '../admin/audit';
+import { connect, EXIT, takeAction, Unreachable, type Io } from './output';
 
 export { EXIT } from './output';
 
@@ -57,10 +58,13 @@ export async function runCli(
     io.err(line + '\n');
     return exitCode;
   };
+  takeAction();
   try {
     await program.parseAsync(argv, { from: 'user' });
+    auditCliAction(takeAction(), result.exitCode === EXIT.done ? 'ok' : 'did not complete', io);
     return result.exitCode;
   } catch (err) {
+    auditCliAction(takeAction(), err instanceof MoveRefused ? `refused (${err.code}): ${err.message}` : `error: ${(err as Error).message}`, io);
     if (err instanceof CommanderError) {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) return EXIT.done;
       if (err.code !== 'rebalancer.invalid') {

@@ -112,14 +112,24 @@ export interface OperatorAction {
   reason: string;
 }
 
+let pendingAction: OperatorAction | null = null;
+
 /**
  * Every action's --reason passes through here on its way to the workflow request or update, so one place checks
- * it and one place will record it (the audit log of issue 10 hooks in here). Returns the reason to pass on.
+ * it and one place records it: runCli writes it to the audit log with its outcome. Returns the reason to pass on.
  */
 export function recordAction(action: OperatorAction): string {
   const reason = action.reason.trim();
   if (!reason) throw usageError(`invalid --reason for ${action.command} ${action.target}: expected a few words saying why, got an empty text`);
+  pendingAction = { ...action, reason };
   return reason;
+}
+
+/** The action this run recorded, once: runCli audits it when the command has ended. */
+export function takeAction(): OperatorAction | null {
+  const action = pendingAction;
+  pendingAction = null;
+  return action;
 }
 
 /** Prints `value` as one JSON line when --json was given, else the lines for people. */

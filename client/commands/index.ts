@@ -15,6 +15,7 @@
  */
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
+import * as audit from './audit';
 import * as cancel from './cancel';
 import * as drain from './drain';
 import * as grow from './grow';
@@ -31,4 +32,4 @@ import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, moves, show, cancel, status, pause, resume, plan];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, moves, show, cancel, status, pause, resume, plan, audit];

@@ -1,0 +1,63 @@
+/**
+ * What the admin API shows and does, each source behind one function, so the server is the same whatever
+ * provides them: `createAdminDeps` wires the real ones (Temporal, the broker, the planner, the rebalancer), and
+ * a test may replace one.
+ */
+import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
+import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
+import type { MoveStatus, ReconfigurationRequest } from '../workflows/definitions';
+import type { EndedMove, MoveDetail } from '../client/moves';
+
+/** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */
+export interface ScoresView {
+  nodes: NodeScore[];
+  weights: ScoreWeights;
+  mean: number;
+  /** Nodes above `upper` (mean + threshold) shed load, only toward nodes below `lower` (mean - threshold). */
+  upper: number;
+  lower: number;
+  /** Largest |score - mean|. */
+  spread: number;
+}
+
+export interface RebalancerState {
+  /** `absent`: no rebalancer runs for this broker and task queue. */
+  state: 'running' | 'paused' | 'absent';
+  pausedBy: string | null;
+  reason: string | null;
+  /** ISO time of the last pause or resume, when known. */
+  since: string | null;
+  /** What the loop waits for right now (paused, a pending recovery, the next tick), when it says. */
+  waitingFor: string | null;
+}
+
+/** Who asked and why: recorded by the workflow where it records it, and in the audit log. */
+export interface Requester {
+  actor: string;
+  reason: string;
+}
+
+/** An operator's request of a reconfiguration, by kind; `origin` is always operator. */
+export type OperatorRequest = ReconfigurationRequest extends infer R ? (R extends { origin: unknown } ? Omit<R, 'origin' | 'reason'> : never) : never;
+
+export interface AdminDeps {
+  topology(): Promise<Topology>;
+  syncBudget(): Promise<SyncBudget>;
+  invariants(): Promise<InvariantsReport>;
+  scores(topology: Topology, moves: MoveStatus[]): ScoresView;
+  plan(topology: Topology, moves: MoveStatus[]): Promise<Plan>;
+  moves(): Promise<MoveStatus[]>;
+  recentMoves(limit: number): Promise<EndedMove[]>;
+  show(partition: string): Promise<MoveDetail>;
+  start(request: OperatorRequest, by: Requester): Promise<{ workflowId: string }>;
+  cancel(partition: string, by: Requester): Promise<MoveStatus>;
+  drain(node: string, by: Requester): Promise<{ workflowId: string }>;
+  undrain(node: string, by: Requester): Promise<void>;
+  rebalancer: {
+    status(): Promise<RebalancerState>;
+    pause(by: Requester): Promise<RebalancerState>;
+    resume(by: Requester): Promise<RebalancerState>;
+  };
+  /** Events of the broker's feed the progress relay has not delivered yet; null when unknown. */
+  relayLag(): Promise<number | null>;
+}

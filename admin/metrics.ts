@@ -1,0 +1,87 @@
+/**
+ * The service's Prometheus series, read from their sources on each scrape (the broker, Temporal, the planner):
+ * nothing is sampled in the background. Counters follow what they count across scrapes: moves started by the
+ * planner, refusals by code (operator requests refused, moves that ended aborted), the broker's invariant breaches.
+ */
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { MoveStatus } from '../workflows/definitions';
+import type { AdminDeps } from './deps';
+
+export function createMetrics() {
+  const registry = new Registry();
+  const gauge = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
+  const counter = (name: string, help: string, labelNames: string[] = []) => new Counter({ name, help, labelNames, registers: [registry] });
+
+  const moves = gauge('rebalancer_moves', 'Reconfigurations in progress by kind and phase', ['kind', 'phase']);
+  const remaining = gauge('rebalancer_move_remaining_bytes', 'Bytes the target of a move in progress still has to copy', ['partition', 'kind', 'from', 'to']);
+  const syncInUse = gauge('rebalancer_sync_budget_in_use_transfers', 'Transfer slots in use per node (the sync budget)', ['node']);
+  const syncLimit = gauge('rebalancer_sync_budget_limit_transfers', 'Transfer slots per node', ['node']);
+  const decisions = counter('rebalancer_planner_decisions_total', 'Moves the planner started, by kind', ['kind']);
+  const spread = gauge('rebalancer_score_spread', 'Largest |node score - cluster mean| (score units)');
+  const mean = gauge('rebalancer_score_mean', 'Cluster mean of the node scores (score units)');
+  const refusals = counter('rebalancer_refusals_total', 'Requests refused and moves aborted, by code', ['code']);
+  const breaches = counter('rebalancer_invariant_breaches_total', 'Safety invariant breaches the broker reports, by invariant', ['invariant']);
+  const relayLag = gauge('rebalancer_relay_lag_events', "Events of the broker's feed the progress relay has not delivered yet");
+  const recovery = gauge('rebalancer_recovery_pending_partitions', 'Partitions with a pending recovery');
+  const paused = gauge('rebalancer_paused', '1 while rebalancing is paused');
+
+  /** Moves and aborted outcomes already counted, so a counter rises once per move. */
+  const seenPlanned = new Set<string>();
+  const seenAborted = new Set<string>();
+  const breachesSeen = new Map<number, number>();
+
+  return {
+    contentType: registry.contentType,
+    refusal(code: string): void {
+      refusals.inc({ code });
+    },
+    async scrape(deps: AdminDeps, readMoves: () => Promise<MoveStatus[]>): Promise<string> {
+      const [topology, running, budget, invariants, lag, state, ended] = await Promise.all([
+        deps.topology(),
+        readMoves(),
+        deps.syncBudget(),
+        deps.invariants(),
+        deps.relayLag(),
+        deps.rebalancer.status(),
+        deps.recentMoves(50),
+      ]);
+      moves.reset();
+      remaining.reset();
+      for (const m of running) {
+        moves.inc({ kind: m.kind, phase: m.phase });
+        if (m.bytesRemaining !== null) remaining.set({ partition: m.partition, kind: m.kind, from: m.from ?? '', to: m.to }, m.bytesRemaining);
+        const key = `${m.partition}:${m.kind}:${m.to}`;
+        if (m.origin === 'planner' && !seenPlanned.has(key)) {
+          seenPlanned.add(key);
+          decisions.inc({ kind: m.kind });
+        }
+      }
+      for (const m of ended) {
+        if (m.outcome?.status !== 'aborted' || seenAborted.has(`${m.workflowId}@${m.closedAt}`)) continue;
+        seenAborted.add(`${m.workflowId}@${m.closedAt}`);
+        refusals.inc({ code: m.outcome.code });
+      }
+      syncInUse.reset();
+      syncLimit.reset();
+      for (const n of budget.nodes) {
+        syncInUse.set({ node: n.node }, n.inUse);
+        syncLimit.set({ node: n.node }, n.limit);
+      }
+      const byInvariant = new Map<number, number>();
+      for (const b of invariants.breaches) byInvariant.set(b.invariant, (byInvariant.get(b.invariant) ?? 0) + 1);
+      for (const [invariant, count] of byInvariant) {
+        const delta = count - (breachesSeen.get(invariant) ?? 0);
+        if (delta > 0) breaches.inc({ invariant: String(invariant) }, delta);
+        breachesSeen.set(invariant, count);
+      }
+      const scores = deps.scores(topology, running);
+      spread.set(scores.spread);
+      mean.set(scores.mean);
+      if (lag === null) relayLag.reset();
+      else relayLag.set(lag);
+      recovery.set(topology.partitions.filter((p) => p.pendingRecovery).length);
+      paused.set(state.state === 'paused' ? 1 : 0);
+      return registry.metrics();
+    },
+  };
+}

@@ -1,0 +1,215 @@
+// The dashboard: polls the admin API and renders one page of nodes and one page of moves at a time, so it stays
+// usable with thousands of either. Actions send the token in a header (never a cookie) and a reason each.
+const PAGE = 50;
+const POLL_MS = 2000;
+const DIMENSIONS = ['owned', 'followed', 'history', 'traffic', 'sync'];
+
+const $ = (id) => document.getElementById(id);
+const state = { nodesOffset: 0, movesOffset: 0, polling: false };
+
+// The printed dashboard URL carries the token in the fragment, which never reaches a server; keep it for the tab.
+const fragment = new URLSearchParams(location.hash.slice(1));
+if (fragment.get('token')) {
+  sessionStorage.setItem('admin-token', fragment.get('token'));
+  history.replaceState(null, '', location.pathname);
+}
+$('token').value = sessionStorage.getItem('admin-token') ?? '';
+$('operator').value = localStorage.getItem('admin-operator') ?? '';
+$('token').addEventListener('change', () => sessionStorage.setItem('admin-token', $('token').value));
+$('operator').addEventListener('change', () => localStorage.setItem('admin-operator', $('operator').value));
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'style') Object.assign(node.style, v);
+    else if (k === 'dataset') Object.assign(node.dataset, v);
+    else node[k] = v;
+  }
+  for (const c of children) if (c !== null && c !== undefined) node.append(c);
+  return node;
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return '-';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+async function getJson(path) {
+  const headers = {};
+  const token = $('token').value;
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(path, { headers });
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.message ?? res.statusText);
+  return body;
+}
+
+function show(kind, text) {
+  const box = $('message');
+  box.hidden = false;
+  box.className = kind;
+  box.textContent = text;
+}
+
+async function act(path, body) {
+  const headers = { 'content-type': 'application/json', 'x-admin-source': 'dashboard', authorization: `Bearer ${$('token').value}` };
+  if ($('operator').value) headers['x-operator'] = $('operator').value;
+  const res = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body) });
+  const reply = await res.json().catch(() => ({}));
+  if (!res.ok) show('error', `refused (${reply.error ?? res.status}): ${reply.message ?? res.statusText}`);
+  else show('ok', `${path.replace('/api/', '')}: ${res.status === 202 ? 'started' : 'done'}`);
+  await refresh();
+  return res.ok;
+}
+
+function formData(form) {
+  return Object.fromEntries([...new FormData(form).entries()].filter(([, v]) => v !== ''));
+}
+
+function onSubmit(id, handler) {
+  $(id).addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (await handler(formData(event.target), event.submitter)) event.target.reset();
+  });
+}
+
+onSubmit('pause-form', ({ reason }) => act('/api/pause', { reason }));
+onSubmit('resume-form', ({ reason }) => act('/api/resume', { reason }));
+onSubmit('cancel-form', ({ partition, reason }) => act(`/api/moves/${encodeURIComponent(partition)}/cancel`, { reason }));
+onSubmit('drain-form', ({ node, reason }, submitter) => act(submitter?.value === 'undrain' ? '/api/undrain' : '/api/drain', { node, reason }));
+onSubmit('move-form', ({ kind, partition, from, to, reason }) => {
+  const request = { kind, partition, reason };
+  if (kind === 'grow') Object.assign(request, { to });
+  else if (kind === 'replace') Object.assign(request, { lost: from, with: to });
+  else Object.assign(request, { from, to });
+  return act('/api/moves', request);
+});
+
+function pager(prefix, key, total) {
+  $(`${prefix}-prev`).disabled = state[key] === 0;
+  $(`${prefix}-next`).disabled = state[key] + PAGE >= total;
+  const last = Math.min(total, state[key] + PAGE);
+  $(`${prefix}-count`).textContent = total === 0 ? '(none)' : `(${state[key] + 1}-${last} of ${total})`;
+}
+$('nodes-prev').addEventListener('click', () => { state.nodesOffset = Math.max(0, state.nodesOffset - PAGE); void refresh(); });
+$('nodes-next').addEventListener('click', () => { state.nodesOffset += PAGE; void refresh(); });
+$('moves-prev').addEventListener('click', () => { state.movesOffset = Math.max(0, state.movesOffset - PAGE); void refresh(); });
+$('moves-next').addEventListener('click', () => { state.movesOffset += PAGE; void refresh(); });
+$('nodes-filter').addEventListener('input', () => { state.nodesOffset = 0; void refresh(); });
+$('nodes-sort').addEventListener('change', () => { state.nodesOffset = 0; void refresh(); });
+
+function renderBanner(status) {
+  const lines = [];
+  const r = status.rebalancer;
+  if (r.state === 'paused') lines.push(`Rebalancing is paused by ${r.pausedBy ?? 'someone'}: ${r.reason ?? 'no reason given'}${r.since ? ` (since ${r.since})` : ''}`);
+  if (status.recoveryPending.length > 0) {
+    const shown = status.recoveryPending.slice(0, 5).map((p) => `${p.partition} (${p.failedOwner} failed in epoch ${p.epoch})`).join(', ');
+    const more = status.recoveryPending.length > 5 ? ` and ${status.recoveryPending.length - 5} more` : '';
+    lines.push(`Rebalancing is held back: recovery pending on ${shown}${more}`);
+  }
+  const banner = $('banner');
+  banner.hidden = lines.length === 0;
+  banner.replaceChildren(...lines.map((l) => el('div', { textContent: l })));
+  $('summary').textContent =
+    `rebalancer ${r.state} · ${status.nodes.live}/${status.nodes.total} nodes live, ${status.nodes.draining} draining · ` +
+    `${status.partitions} partitions · ${status.movesRunning} moves running`;
+  $('temporal-ui').href = status.temporalUiUrl;
+}
+
+function scoreBar(n, view) {
+  const scale = view.maxTotal > 0 ? 100 / (view.maxTotal * 1.1) : 0;
+  const bar = el('div', { className: 'bar', title: DIMENSIONS.map((d) => `${d} ${n[d].toFixed(2)}`).join(', ') + ` · total ${n.total.toFixed(2)}` });
+  let left = 0;
+  for (const d of DIMENSIONS) {
+    const width = view.weights[d] * n[d] * scale;
+    if (width <= 0) continue;
+    bar.append(el('div', { className: `seg ${d}`, style: { left: `${left}%`, width: `${width}%` } }));
+    left += width;
+  }
+  const mark = (cls, at, label) => el('div', { className: `mark ${cls}`, title: `${label} ${at.toFixed(2)}`, style: { left: `${Math.max(0, at * scale)}%` } });
+  bar.append(mark('threshold', view.lower, 'mean - threshold'), mark('mean', view.mean, 'mean'), mark('threshold', view.upper, 'mean + threshold'));
+  return bar;
+}
+
+function renderNodes(view) {
+  pager('nodes', 'nodesOffset', view.total);
+  $('nodes').replaceChildren(
+    ...view.nodes.map((n) => {
+      const classes = ['node', 'row', ...(n.live ? [] : ['down']), ...(n.draining ? ['draining'] : [])];
+      return el(
+        'div',
+        { className: classes.join(' '), dataset: { node: n.node } },
+        el('strong', { textContent: n.node }),
+        el('span', { textContent: `zone ${n.zone}` }),
+        el('span', { textContent: `cap ${n.capacity}` }),
+        el('span', {}, n.live ? null : el('span', { className: 'badge down', textContent: 'down' }), n.draining ? el('span', { className: 'badge draining', textContent: 'draining' }) : null),
+        scoreBar(n, view),
+        el('span', { textContent: n.total.toFixed(2) }),
+      );
+    }),
+  );
+}
+
+function renderMoves(view) {
+  pager('moves', 'movesOffset', view.total);
+  $('moves').replaceChildren(
+    ...view.running.map((m) => {
+      const pct = m.bytesTotal ? Math.round((100 * m.bytesCopied) / m.bytesTotal) : m.bytesRemaining === 0 ? 100 : 0;
+      return el(
+        'div',
+        { className: 'move row', dataset: { partition: m.partition, phase: m.phase } },
+        el('strong', { textContent: m.partition }),
+        el('span', { textContent: m.kind }),
+        el('span', { textContent: `${m.from ?? '+'} → ${m.to}` }),
+        el('span', { className: 'phase', textContent: m.phase }),
+        el('span', { title: `${bytes(m.bytesCopied)} of ${bytes(m.bytesTotal)} copied` },
+          el('div', { className: 'progress' }, el('div', { style: { width: `${pct}%` } })),
+          el('span', { className: 'muted', textContent: `${bytes(m.bytesRemaining)} left` })),
+        el('span', { className: 'blocking', textContent: m.blockingReason ?? '' }),
+        el('a', { href: m.link, target: '_blank', rel: 'noopener', textContent: 'Temporal UI' }),
+      );
+    }),
+  );
+  $('recent').replaceChildren(
+    ...view.recent.map((m) => {
+      const o = m.outcome;
+      const how = !o ? m.executionStatus.toLowerCase() : o.status === 'completed' ? `completed (B ${o.boundary ?? '-'})` : o.status === 'aborted' ? `aborted (${o.code}): ${o.reason}` : `cancelled: ${o.reason}`;
+      return el(
+        'div',
+        { className: 'ended row', dataset: { partition: m.partition, outcome: o?.status ?? m.executionStatus.toLowerCase() } },
+        el('strong', { textContent: m.partition }),
+        el('span', { textContent: m.from && m.to ? `${m.from} → ${m.to}` : '-' }),
+        el('span', { className: 'muted', textContent: m.closedAt ?? '' }),
+        el('span', { className: 'outcome', textContent: how }),
+        el('a', { href: m.link, target: '_blank', rel: 'noopener', textContent: 'Temporal UI' }),
+      );
+    }),
+  );
+}
+
+async function refresh() {
+  const filter = $('nodes-filter').value;
+  const nodesQuery = new URLSearchParams({ offset: state.nodesOffset, limit: PAGE, sort: $('nodes-sort').value, ...(filter ? { filter } : {}) });
+  try {
+    const [status, nodes, moves] = await Promise.all([
+      getJson('/api/status'),
+      getJson(`/api/nodes?${nodesQuery}`),
+      getJson(`/api/moves?offset=${state.movesOffset}&limit=${PAGE}&recent=10`),
+    ]);
+    renderBanner(status);
+    renderNodes(nodes);
+    renderMoves(moves);
+    $('updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    $('updated').textContent = `update failed: ${err.message}`;
+  }
+}
+
+async function poll() {
+  await refresh();
+  setTimeout(poll, POLL_MS);
+}
+void poll();

@@ -1,0 +1,368 @@
+/**
+ * The admin API (fastify, its own port): cluster status, nodes with their score vectors, moves, the plan, the
+ * operator's actions, the audit log, the dashboard and /metrics. Routes are declared once in a table that both
+ * registers them and generates the OpenAPI document, so the document lists exactly what is served.
+ *
+ * Safety: bound to 127.0.0.1 unless told otherwise; every mutating call needs the bearer token, and every call
+ * does on another address. Mutating calls must be JSON from this origin (Origin and Sec-Fetch-Site checked, no
+ * CORS): a cross-site page can neither send the token header nor a JSON body without a preflight we never allow.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import { ClusterHttpError } from '../cluster/client';
+import type { Topology } from '../cluster/contract';
+import { MoveRefused } from '../client/moves';
+import type { MoveStatus } from '../workflows/definitions';
+import type { AuditLog, AuditSource } from './audit';
+import type { AdminDeps, OperatorRequest, Requester } from './deps';
+import { createMetrics } from './metrics';
+import { openApiDocument, type RouteSpec } from './openapi';
+import { AuditQuery, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionParams, ReasonBody } from './schemas';
+
+export interface AdminOptions {
+  deps: AdminDeps;
+  audit: AuditLog;
+  /** Required: mutating calls (and every call off loopback) must carry it as `Authorization: Bearer <token>`. */
+  token: string;
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /** The Temporal Web UI, for links to each move's workflow. */
+  temporalUiUrl: string;
+  namespace: string;
+}
+
+export interface RunningAdmin {
+  url: string;
+  /** Every route served, as `GET /api/moves/:partition`: what the OpenAPI document must list. */
+  routes: string[];
+  close(): Promise<void>;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
+const STATIC: Record<string, string> = {
+  '/': 'index.html',
+  '/app.js': 'app.js',
+  '/style.css': 'style.css',
+};
+const CONTENT_TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly issues: { path: string; message: string }[] = [],
+  ) {
+    super(message);
+  }
+}
+
+function parse<S extends z.ZodType>(schema: S, data: unknown, where: string): z.infer<S> {
+  const r = schema.safeParse(data ?? {});
+  if (r.success) return r.data;
+  const issues = r.error.issues.map((i) => ({ path: i.path.length ? i.path.map(String).join('.') : where, message: i.message }));
+  throw new ApiError(400, 'bad_request', `invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = crypto.createHash('sha256').update(given).digest();
+  const b = crypto.createHash('sha256').update(expected).digest();
+  return crypto.timingSafeEqual(a, b);
+}
+
+function listed(ids: string[]): string {
+  return ids.slice(0, 10).join(', ') + (ids.length > 10 ? ', ...' : '');
+}
+
+/** Unknown names are bad input: refused with the name and what the broker has, before anything is asked. */
+function checkNames(topology: Topology, partition: string | null, nodes: Record<string, string | undefined>): void {
+  if (partition !== null && !topology.partitions.some((p) => p.id === partition)) {
+    const ids = topology.partitions.map((p) => p.id);
+    throw new ApiError(404, 'unknown_partition', `unknown partition ${partition}: the broker has ${ids.length} (${listed(ids)})`, [{ path: 'partition', message: `unknown partition ${partition}` }]);
+  }
+  for (const [field, node] of Object.entries(nodes)) {
+    if (node === undefined || topology.nodes.some((n) => n.id === node)) continue;
+    const ids = topology.nodes.map((n) => n.id);
+    throw new ApiError(404, 'unknown_node', `unknown node ${node} (${field}): the broker has ${ids.length} (${listed(ids)})`, [{ path: field, message: `unknown node ${node}` }]);
+  }
+}
+
+function nodesOf(body: MoveRequestBody): Record<string, string | undefined> {
+  switch (body.kind) {
+    case 'grow':
+      return { to: body.to };
+    case 'replace':
+      return { lost: body.lost, with: body.with };
+    case 'owner-move':
+      return { from: body.from, to: body.to, via: body.via };
+    default:
+      return { from: body.from, to: body.to };
+  }
+}
+
+export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
+  const { deps, audit } = options;
+  const host = options.host ?? '127.0.0.1';
+  const loopback = LOOPBACK.has(host);
+  if (!options.token) throw new Error('the admin API needs a bearer token (ADMIN_TOKEN)');
+  const metrics = createMetrics();
+  const ui = options.temporalUiUrl.replace(/\/+$/, '');
+  const workflowLink = (workflowId: string) => `${ui}/namespaces/${encodeURIComponent(options.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+
+  /** Moves are read once a second at most, however many dashboards and scrapers ask. */
+  let movesRead: { at: number; moves: Promise<MoveStatus[]> } | null = null;
+  const moves = (): Promise<MoveStatus[]> => {
+    if (!movesRead || Date.now() - movesRead.at > 1_000) {
+      const read = deps.moves();
+      movesRead = { at: Date.now(), moves: read };
+      read.catch(() => (movesRead = null));
+    }
+    return movesRead.moves;
+  };
+  /** The largest bytes remaining seen per move: what it copies in all, so a bar can show bytes copied. */
+  const peaks = new Map<string, number>();
+  const withProgress = (running: MoveStatus[]) => {
+    const live = new Set<string>();
+    const views = running.map((m) => {
+      const workflowId = `reconfigure-${m.partition}`;
+      live.add(workflowId);
+      const peak = Math.max(peaks.get(workflowId) ?? 0, m.bytesRemaining ?? 0);
+      peaks.set(workflowId, peak);
+      const copied = m.bytesRemaining === null ? null : peak - m.bytesRemaining;
+      return { ...m, workflowId, link: workflowLink(workflowId), bytesTotal: m.bytesRemaining === null ? null : peak, bytesCopied: copied };
+    });
+    for (const id of peaks.keys()) if (!live.has(id)) peaks.delete(id);
+    return views;
+  };
+
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
+  const served: string[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) if (method !== 'HEAD') served.push(`${method} ${r.url}`);
+  });
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text) as unknown);
+    } catch (e) {
+      done(new ApiError(400, 'bad_request', `body: malformed JSON (${(e as Error).message})`, [{ path: 'body', message: 'malformed JSON' }]), undefined);
+    }
+  });
+  app.addContentTypeParser('*', (_req, _payload, done) => done(new ApiError(415, 'unsupported_media_type', 'send the body as application/json'), undefined));
+
+  app.setErrorHandler((err: unknown, _req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof ApiError) return reply.code(err.status).send({ error: err.code, message: err.message, issues: err.issues });
+    if (err instanceof MoveRefused) return reply.code(409).send({ error: err.code, message: err.message, issues: [] });
+    if (err instanceof ClusterHttpError) return reply.code(502).send({ error: 'broker_error', message: err.message, issues: [] });
+    const status = (err as { statusCode?: number }).statusCode;
+    const message = (err as Error).message ?? String(err);
+    if (status && status >= 400 && status < 500) return reply.code(status).send({ error: 'bad_request', message, issues: [] });
+    return reply.code(500).send({ error: 'internal', message, issues: [] });
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url}`, issues: [] }));
+
+  const authorized = (req: FastifyRequest): boolean => {
+    const header = req.headers.authorization ?? '';
+    return header.startsWith('Bearer ') && sameSecret(header.slice('Bearer '.length), options.token);
+  };
+  app.addHook('onRequest', async (req, reply) => {
+    const mutating = req.method !== 'GET' && req.method !== 'HEAD';
+    if (mutating) {
+      const site = req.headers['sec-fetch-site'];
+      const origin = req.headers.origin;
+      if ((site !== undefined && site !== 'same-origin' && site !== 'none') || (origin !== undefined && origin !== `http://${req.headers.host}`)) {
+        return reply.code(403).send({ error: 'cross_origin', message: `cross-site request refused (Origin ${origin ?? '-'}, Sec-Fetch-Site ${site ?? '-'})`, issues: [] });
+      }
+    }
+    const isStatic = req.method === 'GET' && STATIC[req.url.split('?')[0]!] !== undefined;
+    if ((mutating || (!loopback && !isStatic)) && !authorized(req)) {
+      return reply.code(401).send({ error: 'unauthorized', message: 'a bearer token is required: Authorization: Bearer <ADMIN_TOKEN>', issues: [] });
+    }
+  });
+
+  /** Runs one operator action, recording it with its outcome whatever the outcome. */
+  const act = async <T>(req: FastifyRequest, action: string, target: string | null, params: Record<string, unknown>, reason: string, run: (by: Requester) => Promise<T>): Promise<T> => {
+    const source: AuditSource = req.headers['x-admin-source'] === 'dashboard' ? 'dashboard' : 'api';
+    const named = req.headers['x-operator'];
+    const actor = named === undefined ? source : parse(Operator, named, 'header X-Operator');
+    const record = (outcome: string) => audit.record({ actor, source, action, target, params, reason, outcome });
+    try {
+      const result = await run({ actor, reason });
+      record('ok');
+      return result;
+    } catch (err) {
+      if (err instanceof MoveRefused) metrics.refusal(err.code);
+      record(err instanceof MoveRefused ? `refused (${err.code}): ${err.message}` : `error: ${(err as Error).message}`);
+      throw err;
+    }
+  };
+
+  const routes: RouteSpec[] = [
+    {
+      method: 'GET', url: '/api/status', summary: 'Rebalancer running or paused (by whom, why), pending recoveries, counts',
+      handler: async () => {
+        const [topology, rebalancer, running] = await Promise.all([deps.topology(), deps.rebalancer.status(), moves()]);
+        const recoveryPending = topology.partitions
+          .filter((p) => p.pendingRecovery)
+          .map((p) => ({ partition: p.id, failedOwner: p.pendingRecovery!.failedOwner, epoch: p.pendingRecovery!.epoch, reason: p.pendingRecovery!.reason }));
+        return {
+          rebalancer,
+          recoveryPending,
+          nodes: { total: topology.nodes.length, live: topology.nodes.filter((n) => n.live).length, draining: topology.nodes.filter((n) => n.draining).length },
+          partitions: topology.partitions.length,
+          movesRunning: running.length,
+          temporalUiUrl: ui,
+        };
+      },
+    },
+    {
+      method: 'GET', url: '/api/nodes', query: NodesQuery, summary: 'Nodes with their score vectors, the cluster mean and both thresholds (paged)',
+      handler: async (req) => {
+        const q = parse(NodesQuery, req.query, 'query');
+        const [topology, running] = await Promise.all([deps.topology(), moves()]);
+        const view = deps.scores(topology, running);
+        const needle = q.filter?.toLowerCase();
+        const chosen = view.nodes.filter((n) => !needle || n.node.toLowerCase().includes(needle) || n.zone.toLowerCase().includes(needle));
+        chosen.sort((a, b) => (q.sort === 'id' ? a.node.localeCompare(b.node, undefined, { numeric: true }) : b.total - a.total));
+        return {
+          total: chosen.length,
+          offset: q.offset,
+          limit: q.limit,
+          mean: view.mean,
+          upper: view.upper,
+          lower: view.lower,
+          spread: view.spread,
+          weights: view.weights,
+          maxTotal: Math.max(view.upper, ...view.nodes.map((n) => n.total)),
+          nodes: chosen.slice(q.offset, q.offset + q.limit),
+        };
+      },
+    },
+    {
+      method: 'GET', url: '/api/moves', query: MovesQuery, summary: 'Moves in progress (paged; every kind: phase, bytes, blocking reason, Temporal UI link) and recent ones',
+      handler: async (req) => {
+        const q = parse(MovesQuery, req.query, 'query');
+        const [running, recent] = await Promise.all([moves(), q.recent > 0 ? deps.recentMoves(q.recent) : Promise.resolve([])]);
+        const views = withProgress(running);
+        return {
+          total: views.length,
+          offset: q.offset,
+          limit: q.limit,
+          running: views.slice(q.offset, q.offset + q.limit),
+          recent: recent.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
+        };
+      },
+    },
+    {
+      method: 'GET', url: '/api/moves/:partition', params: PartitionParams, summary: "A partition's latest reconfiguration, running or ended",
+      handler: async (req) => {
+        const { partition } = parse(PartitionParams, req.params, 'path');
+        const detail = await deps.show(partition);
+        return { ...detail, link: workflowLink(detail.workflowId) };
+      },
+    },
+    {
+      method: 'GET', url: '/api/plan', summary: 'Dry run: the moves the planner would make now and to convergence',
+      handler: async () => {
+        const [topology, running] = await Promise.all([deps.topology(), moves()]);
+        return deps.plan(topology, running);
+      },
+    },
+    {
+      method: 'GET', url: '/api/audit', query: AuditQuery, summary: 'Operator actions, newest first (who, when, what, reason, outcome)',
+      handler: async (req) => {
+        const q = parse(AuditQuery, req.query, 'query');
+        return { entries: audit.list(q) };
+      },
+    },
+    {
+      method: 'POST', url: '/api/pause', body: ReasonBody, summary: 'Pause rebalancing cluster-wide (moves in flight finish)',
+      handler: async (req) => {
+        const { reason } = parse(ReasonBody, req.body, 'body');
+        return act(req, 'pause', null, {}, reason, (by) => deps.rebalancer.pause(by));
+      },
+    },
+    {
+      method: 'POST', url: '/api/resume', body: ReasonBody, summary: 'Resume rebalancing',
+      handler: async (req) => {
+        const { reason } = parse(ReasonBody, req.body, 'body');
+        return act(req, 'resume', null, {}, reason, (by) => deps.rebalancer.resume(by));
+      },
+    },
+    {
+      method: 'POST', url: '/api/moves', body: MoveRequestBody, summary: 'Request a follower move, owner handoff, owner move, replication-factor increase or replacement',
+      handler: async (req, reply) => {
+        const body = parse(MoveRequestBody, req.body, 'body');
+        checkNames(await deps.topology(), body.partition, nodesOf(body));
+        const { reason, ...request } = body;
+        const started = await act(req, body.kind, body.partition, request, reason, (by) => deps.start(request as OperatorRequest, by));
+        movesRead = null;
+        void reply.code(202);
+        return { ...started, link: workflowLink(started.workflowId) };
+      },
+    },
+    {
+      method: 'POST', url: '/api/moves/:partition/cancel', params: PartitionParams, body: ReasonBody, summary: 'Cancel a move: accepted before the swap, refused after it with the reason',
+      handler: async (req) => {
+        const { partition } = parse(PartitionParams, req.params, 'path');
+        const { reason } = parse(ReasonBody, req.body, 'body');
+        checkNames(await deps.topology(), partition, {});
+        const status = await act(req, 'cancel', partition, {}, reason, (by) => deps.cancel(partition, by));
+        movesRead = null;
+        return status;
+      },
+    },
+    {
+      method: 'POST', url: '/api/drain', body: NodeActionBody, summary: 'Drain a node: hand off what it owns, move every copy off it',
+      handler: async (req, reply) => {
+        const { node, reason } = parse(NodeActionBody, req.body, 'body');
+        checkNames(await deps.topology(), null, { node });
+        const started = await act(req, 'drain', node, {}, reason, (by) => deps.drain(node, by));
+        void reply.code(202);
+        return { ...started, link: workflowLink(started.workflowId) };
+      },
+    },
+    {
+      method: 'POST', url: '/api/undrain', body: NodeActionBody, summary: "Stop a node's drain and clear its draining mark",
+      handler: async (req) => {
+        const { node, reason } = parse(NodeActionBody, req.body, 'body');
+        checkNames(await deps.topology(), null, { node });
+        await act(req, 'undrain', node, {}, reason, (by) => deps.undrain(node, by));
+        return { ok: true };
+      },
+    },
+    {
+      method: 'GET', url: '/metrics', summary: 'Prometheus metrics of the service', produces: 'text/plain',
+      handler: async (_req, reply) => {
+        const text = await metrics.scrape(deps, moves);
+        void reply.type(metrics.contentType);
+        return text;
+      },
+    },
+  ];
+
+  const document = openApiDocument(routes, Object.keys(STATIC));
+  routes.push({ method: 'GET', url: '/openapi.json', summary: 'This document', handler: async () => document });
+  for (const route of routes) app.route({ method: route.method, url: route.url, handler: route.handler });
+  for (const [url, file] of Object.entries(STATIC)) {
+    const body = fs.readFileSync(path.join(PUBLIC_DIR, file));
+    const type = CONTENT_TYPES[path.extname(file)]!;
+    app.get(url, async (_req, reply) => reply.type(type).header('cache-control', 'no-cache').header('x-frame-options', 'DENY').send(body));
+  }
+
+  await app.listen({ host, port: options.port ?? 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    routes: served,
+    close: () => app.close(),
+  };
+}

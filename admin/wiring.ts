@@ -1,0 +1,119 @@
+/** The admin API's sources: the broker, Temporal (moves, the rebalancer loop, drains) and the planner. */
+import type { Client } from '@temporalio/client';
+import type { ClusterClient } from '../cluster/client';
+import type { Topology } from '../cluster/contract';
+import { startGrow, startReplace } from '../client/grow';
+import { startHandoff, startOwnerMove } from '../client/handoff';
+import { cancelMove, listMoves, MoveRefused, recentMoves, showMove, startFollowerMove } from '../client/moves';
+import { rebalancerStatus, setPaused, startDrain, undrain } from '../client/rebalancer';
+import { planToConvergence, scoreNodes } from '../planner';
+import type { InFlightMove, PlanInput, PlannerConfig } from '../planner/types';
+import { relayScope, relayWorkflowId } from '../worker/relay';
+import type { MoveStatus, RebalancerStatus } from '../workflows/definitions';
+import type { AdminDeps, RebalancerState, ScoresView } from './deps';
+
+export interface AdminSources {
+  client: Client;
+  cluster: ClusterClient;
+  taskQueue: string;
+  /** The planner settings the rebalancer runs with: scores, thresholds and the dry run use the same. */
+  planner: PlannerConfig;
+}
+
+/** Moves in flight as the planner counts them: bytes still to copy, load arriving at `to` and leaving `from`. */
+function inFlight(moves: MoveStatus[]): InFlightMove[] {
+  return moves.map((m) => ({
+    partition: m.partition,
+    op: m.kind === 'owner-handoff' ? 'owner_handoff' : 'follower_move',
+    from: m.from,
+    to: m.to,
+    bytesRemaining: m.bytesRemaining ?? 0,
+  }));
+}
+
+function planInput(topology: Topology, moves: MoveStatus[], cooldowns: PlanInput['cooldowns'] = { nodes: {}, partitions: {} }): PlanInput {
+  return { topology, inFlight: inFlight(moves), cooldowns, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
+}
+
+function stateOf(s: RebalancerStatus): RebalancerState {
+  const note = s.paused ?? s.lastResumed;
+  return {
+    state: s.state,
+    pausedBy: s.paused?.by ?? null,
+    reason: s.paused?.reason ?? null,
+    since: note ? new Date(note.at).toISOString() : null,
+    waitingFor: s.waitingFor,
+  };
+}
+
+export function createAdminDeps(src: AdminSources): AdminDeps {
+  const { client, cluster, taskQueue, planner } = src;
+  const ctx = { client, cluster, taskQueue };
+  const scope = relayScope(cluster.baseUrl, taskQueue);
+  const relayId = relayWorkflowId(cluster.baseUrl, taskQueue);
+  let feedHead = 0;
+  const loopStatus = () =>
+    rebalancerStatus(client, scope).catch((err: unknown) => {
+      if (err instanceof MoveRefused && err.code === 'no_rebalancer') return null;
+      throw err;
+    });
+  return {
+    topology: () => cluster.topology(),
+    syncBudget: () => cluster.syncBudget(),
+    invariants: () => cluster.invariants(),
+    scores(topology, moves): ScoresView {
+      const { mean, nodes } = scoreNodes(planInput(topology, moves), planner);
+      const spread = Math.max(0, ...nodes.filter((n) => n.live && !n.draining).map((n) => Math.abs(n.total - mean)));
+      return { nodes, weights: planner.weights, mean, upper: mean + planner.threshold, lower: mean - planner.threshold, spread };
+    },
+    async plan(topology, moves) {
+      // The loop's cooldowns, when it runs, so the dry run proposes what the loop would.
+      const loop = await loopStatus();
+      return planToConvergence(planInput(topology, moves, loop?.cooldowns), planner);
+    },
+    moves: () => listMoves(client),
+    recentMoves: (limit) => recentMoves(client, limit),
+    show: (partition) => showMove(client, partition, cluster),
+    async start(request, by) {
+      const common = { origin: 'operator' as const, reason: `${by.reason} (${by.actor})` };
+      switch (request.kind) {
+        case 'follower-move':
+          return startFollowerMove(ctx, { ...request, ...common });
+        case 'owner-handoff':
+          return startHandoff(ctx, { ...request, ...common });
+        case 'owner-move':
+          return startOwnerMove(ctx, { ...request, ...common });
+        case 'grow':
+          return startGrow(ctx, { ...request, ...common });
+        case 'replace':
+          return startReplace(ctx, { ...request, ...common });
+      }
+    },
+    cancel: (partition, by) => cancelMove(client, partition, `${by.reason} (${by.actor})`),
+    drain: (node, by) => startDrain(ctx, { node, by: by.actor, reason: by.reason }),
+    async undrain(node, by) {
+      await undrain({ client, cluster }, node, `${by.reason} (${by.actor})`);
+    },
+    rebalancer: {
+      async status() {
+        const s = await loopStatus();
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null };
+      },
+      pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
+      resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
+    },
+    async relayLag() {
+      // The feed's head, read forward from where the last look ended: cheap however long the feed is.
+      for (;;) {
+        const page = await cluster.events(feedHead, { limit: 10_000 });
+        feedHead = page.cursor;
+        if (page.events.length < 10_000) break;
+      }
+      const description = await client.workflow.getHandle(relayId).describe().catch(() => null);
+      const details = description?.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
+      if (!details) return null;
+      const cursor = client.options.loadedDataConverter.payloadConverter.fromPayload<number>(details);
+      return Math.max(0, feedHead - cursor);
+    },
+  };
+}

@@ -1,0 +1,211 @@
+/**
+ * The admin API on the real dev server and a reference cluster (partitions q-500..q-519 only): the token rule,
+ * cross-site refusals, validated bodies that name the field, unknown names, the audit log across a restart, and an
+ * OpenAPI document that lists every route served.
+ */
+import Ajv2020 from 'ajv/dist/2020';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openApiPath } from '../../admin/openapi';
+import { call, startAdminFixture, TOKEN, type AdminFixture } from './admin-fixture';
+import { eventually } from './helpers';
+
+const PARTITIONS = ['q-500', 'q-501', 'q-502'];
+let f: AdminFixture;
+const base = () => f.admin.url;
+
+beforeAll(async () => {
+  // A threshold no node exceeds: the real rebalancer loop proposes nothing, so the moves here are the test's own.
+  f = await startAdminFixture({ name: 'admin-api', partitions: PARTITIONS, planner: { threshold: 1e6 } });
+});
+afterAll(async () => {
+  await f?.close();
+});
+
+async function auditEntries() {
+  return (await call(base(), 'GET', '/api/audit', { token: false })).body.entries as { actor: string; source: string; action: string; target: string | null; reason: string; outcome: string }[];
+}
+
+describe('auth', () => {
+  it('refuses a mutating call without a token or with a wrong one (401), changing nothing; reads on loopback need none', async () => {
+    const before = await auditEntries();
+    for (const token of [false, 'wrong-token-wrong-token'] as const) {
+      const r = await call(base(), 'POST', '/api/pause', { token, body: { reason: 'maintenance' } });
+      expect(r.status).toBe(401);
+      expect(r.body.error).toBe('unauthorized');
+    }
+    expect((await f.deps.rebalancer.status()).state).toBe('running');
+    expect(await auditEntries()).toEqual(before);
+
+    const read = await call(base(), 'GET', '/api/status', { token: false });
+    expect(read.status).toBe(200);
+    expect(read.body.rebalancer).toMatchObject({ state: 'running' });
+
+    const ok = await call(base(), 'POST', '/api/pause', { body: { reason: 'maintenance window' }, headers: { 'x-operator': 'alice' } });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ state: 'paused', pausedBy: 'alice', reason: 'maintenance window' });
+    expect((await call(base(), 'POST', '/api/resume', { body: { reason: 'window over' }, headers: { 'x-operator': 'alice' } })).status).toBe(200);
+  });
+
+  it('bound to another address, every call needs the token', async () => {
+    // 127.0.0.2 is still this machine, but not an address the server treats as loopback-only.
+    const other = await f.startAdminOn('127.0.0.2');
+    try {
+      expect((await call(other.url, 'GET', '/api/status', { token: false })).status).toBe(401);
+      expect((await call(other.url, 'GET', '/metrics', { token: false })).status).toBe(401);
+      expect((await call(other.url, 'GET', '/api/status', { token: 'wrong-token-wrong-token' })).status).toBe(401);
+      expect((await call(other.url, 'GET', '/api/status')).status).toBe(200);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('refuses a cross-site action even with the token, and a body that is not JSON', async () => {
+    const forged = await call(base(), 'POST', '/api/pause', { body: { reason: 'forged' }, headers: { origin: 'http://evil.example' } });
+    expect(forged.status).toBe(403);
+    expect(forged.body.error).toBe('cross_origin');
+    const site = await call(base(), 'POST', '/api/pause', { body: { reason: 'forged' }, headers: { 'sec-fetch-site': 'cross-site' } });
+    expect(site.status).toBe(403);
+    const form = await call(base(), 'POST', '/api/pause', { raw: 'reason=forged', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(form.status).toBe(415);
+    expect((await f.deps.rebalancer.status()).state).toBe('running');
+    expect((await auditEntries()).some((e) => e.reason === 'forged')).toBe(false);
+  });
+});
+
+describe('reads', () => {
+  it('serves nodes with score vectors, mean and thresholds (paged), the plan, and the status', async () => {
+    const nodes = (await call(base(), 'GET', '/api/nodes?limit=2&sort=id', { token: false })).body as { total: number; nodes: { node: string; owned: number; total: number }[]; mean: number; upper: number; lower: number };
+    expect(nodes.total).toBe(5);
+    expect(nodes.nodes.map((n) => n.node)).toEqual(['n1', 'n2']);
+    expect(nodes.upper - nodes.mean).toBe(1e6);
+    expect(nodes.mean - nodes.lower).toBe(1e6);
+    expect(nodes.nodes[0]!.owned).toBeGreaterThan(0);
+    const filtered = (await call(base(), 'GET', '/api/nodes?filter=n5', { token: false })).body as { total: number };
+    expect(filtered.total).toBe(1);
+    const plan = (await call(base(), 'GET', '/api/plan', { token: false })).body;
+    expect(plan).toMatchObject({ steps: [], threshold: 1e6 });
+    expect(typeof plan.planningMs).toBe('number');
+    const status = (await call(base(), 'GET', '/api/status', { token: false })).body;
+    expect(status).toMatchObject({ nodes: { total: 5, live: 5, draining: 0 }, partitions: 3, recoveryPending: [] });
+  });
+});
+
+describe('bad input', () => {
+  it('names the field that is wrong or missing, and changes nothing', async () => {
+    const before = await auditEntries();
+    const cases: [unknown, RegExp][] = [
+      [{ kind: 'follower-move', partition: 'q-500', from: 'n2', reason: 'r' }, /to: /],
+      [{ kind: 'teleport', partition: 'q-500', reason: 'r' }, /kind: /],
+      [{ kind: 'follower-move', partition: 'q-500', from: 'n2', to: 'n4' }, /reason: /],
+      [{ kind: 'follower-move', partition: 'q-500', from: 'n2', to: 'n4', reason: '  ' }, /reason: give a reason/],
+      [{ kind: 'follower-move', partition: 'bad id!', from: 'n2', to: 'n4', reason: 'r' }, /partition: /],
+      [{ kind: 'grow', partition: 'q-500', to: 'n4', reason: 'r', extra: 1 }, /extra/],
+    ];
+    for (const [body, message] of cases) {
+      const r = await call(base(), 'POST', '/api/moves', { body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.message).toMatch(message);
+    }
+    const malformed = await call(base(), 'POST', '/api/moves', { raw: '{"kind":' });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.message).toMatch(/malformed JSON/);
+    expect((await call(base(), 'GET', '/api/nodes?limit=0')).body.message).toMatch(/limit: /);
+    expect((await call(base(), 'POST', '/api/drain', { body: { reason: 'r' } })).body.message).toMatch(/node: /);
+    expect(await auditEntries()).toEqual(before);
+  });
+
+  it('names an unknown partition or node', async () => {
+    const partition = await call(base(), 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-599', from: 'n2', to: 'n4', reason: 'r' } });
+    expect(partition.status).toBe(404);
+    expect(partition.body.message).toMatch(/unknown partition q-599: the broker has 3 \(q-500, q-501, q-502\)/);
+    const node = await call(base(), 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-500', from: 'n2', to: 'n77', reason: 'r' } });
+    expect(node.status).toBe(404);
+    expect(node.body.message).toMatch(/unknown node n77 \(to\)/);
+    const drain = await call(base(), 'POST', '/api/drain', { body: { node: 'n42', reason: 'r' } });
+    expect(drain.body.message).toMatch(/unknown node n42 \(node\)/);
+    const cancel = await call(base(), 'POST', '/api/moves/q-598/cancel', { body: { reason: 'r' } });
+    expect(cancel.body.message).toMatch(/unknown partition q-598/);
+  });
+});
+
+describe('audit', () => {
+  it('records every action with who, when, what, reason and outcome, and keeps it across a restart', async () => {
+    const started = Date.now();
+    const view = (await call(base(), 'GET', '/api/moves/q-500', { token: false })).status;
+    expect(view).toBe(409); // no move yet: refused no_move
+    const topology = await f.cluster.client.topology();
+    const p = topology.partitions.find((x) => x.id === 'q-501')!;
+    const to = topology.nodes.find((n) => ![p.owner, ...p.followers].includes(n.id))!.id;
+
+    const refused = await call(base(), 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-501', from: p.owner, to, reason: 'owner is not a follower' }, headers: { 'x-operator': 'bob' } });
+    expect(refused.status).toBe(409);
+    const move = await call(base(), 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-501', from: p.followers[0], to, reason: 'spread load' }, headers: { 'x-operator': 'bob' } });
+    expect(move.status).toBe(202);
+    expect(move.body).toMatchObject({ workflowId: 'reconfigure-q-501', link: 'http://127.0.0.1:8233/namespaces/default/workflows/reconfigure-q-501' });
+    await eventually('the move to complete', async () => {
+      const r = await call(base(), 'GET', '/api/moves/q-501', { token: false });
+      return r.body.running === false ? r.body : undefined;
+    });
+    const pause = await call(base(), 'POST', '/api/pause', { body: { reason: 'audit test' } });
+    expect(pause.status).toBe(200);
+    await call(base(), 'POST', '/api/resume', { body: { reason: 'audit test over' }, headers: { 'x-operator': 'carol' } });
+
+    await f.restartAdmin();
+    const entries = await auditEntries();
+    const mine = entries.filter((e) => e.reason !== 'maintenance window' && e.reason !== 'window over');
+    expect(mine.slice(0, 4).map((e) => [e.actor, e.source, e.action, e.target, e.reason, e.outcome.replace(/:.*/, '')])).toEqual([
+      ['carol', 'api', 'resume', null, 'audit test over', 'ok'],
+      ['api', 'api', 'pause', null, 'audit test', 'ok'],
+      ['bob', 'api', 'follower-move', 'q-501', 'spread load', 'ok'],
+      ['bob', 'api', 'follower-move', 'q-501', 'owner is not a follower', 'refused (not_a_follower)'],
+    ]);
+    for (const e of mine.slice(0, 4) as unknown as { at: string }[]) expect(Date.parse(e.at)).toBeGreaterThanOrEqual(started - 1000);
+    const paged = (await call(base(), 'GET', `/api/audit?limit=2&before=${(entries[1] as unknown as { id: number }).id}`)).body.entries as unknown[];
+    expect(paged).toEqual(entries.slice(2, 4));
+  });
+});
+
+describe('OpenAPI', () => {
+  it('is a valid OpenAPI 3.1 document listing every route served, with schemas that validate bodies', async () => {
+    const r = await call(base(), 'GET', '/openapi.json', { token: false });
+    expect(r.status).toBe(200);
+    const doc = r.body as { openapi: string; paths: Record<string, Record<string, { responses: object; requestBody?: { content: Record<string, { schema: object }> } }>> };
+    expect(doc.openapi).toBe('3.1.0');
+    expect(f.admin.routes.length).toBeGreaterThan(10);
+    for (const route of f.admin.routes) {
+      const [method, url] = route.split(' ') as [string, string];
+      expect(doc.paths[openApiPath(url)]?.[method.toLowerCase()], route).toBeDefined();
+    }
+    const served = new Set(f.admin.routes.map((r) => r.split(' ')[1]).map((u) => openApiPath(u!)));
+    expect(Object.keys(doc.paths).filter((p) => !served.has(p))).toEqual([]);
+
+    const ajv = new Ajv2020({ strict: false });
+    for (const [p, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        expect(Object.keys(op.responses).length, `${method} ${p}`).toBeGreaterThan(0);
+        if (op.requestBody) ajv.compile(op.requestBody.content['application/json']!.schema);
+      }
+    }
+    const move = ajv.compile(doc.paths['/api/moves']!.post!.requestBody!.content['application/json']!.schema);
+    expect(move({ kind: 'replace', partition: 'q-500', lost: 'n1', with: 'n4', reason: 'lost disk' })).toBe(true);
+    expect(move({ kind: 'replace', partition: 'q-500', lost: 'n1', reason: 'lost disk' })).toBe(false);
+    expect(TOKEN.length).toBeGreaterThan(16);
+  });
+});
+
+describe('CLI actions in the audit log', () => {
+  it('records a CLI action with its outcome, readable through the API and `rebalancer audit`', async () => {
+    const { runCli } = await import('../../client/cli');
+    const { temporalAddress } = await import('./helpers');
+    Object.assign(process.env, { DATA_DIR: f.dataDir, TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: f.cluster.url });
+    let out = '';
+    const io = { out: (t: string) => void (out += t), err: () => undefined };
+    expect(await runCli(['cancel', 'q-502', '--reason', 'cli audit test'], io)).toBe(1);
+    const [entry] = await auditEntries();
+    expect(entry).toMatchObject({ source: 'cli', action: 'cancel', target: 'q-502', reason: 'cli audit test' });
+    expect(entry!.outcome).toMatch(/^refused \(no_move\)/);
+    out = '';
+    expect(await runCli(['audit', '--json', '--limit', '1'], io)).toBe(0);
+    expect((JSON.parse(out) as { entries: unknown[] }).entries).toEqual([entry]);
+  });
+});

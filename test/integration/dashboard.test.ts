@@ -1,0 +1,136 @@
+/**
+ * The dashboard in a real browser: Debian's chromium driven by playwright-core, headless, on loopback only,
+ * against the admin API on a reference cluster and the shared dev server (partitions q-520..q-539 only).
+ * Nothing is installed at run time: without /usr/bin/chromium the file fails in CI and is skipped locally with
+ * the reason.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../scripts/temporal-cli';
+import { call, startAdminFixture, TOKEN, type AdminFixture } from './admin-fixture';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const ARTIFACTS = path.join(PROJECT_ROOT, '.data', 'artifacts');
+const present = fs.existsSync(CHROMIUM);
+if (!present && !process.env.CI) {
+  console.warn(`dashboard tests skipped: no browser at ${CHROMIUM} (install Debian's chromium: apt-get install -y chromium, or set CHROMIUM_PATH)`);
+}
+
+describe.skipIf(!present && !process.env.CI)('dashboard', () => {
+  let f: AdminFixture;
+  let browser: Browser;
+  let page: Page;
+
+  beforeAll(async () => {
+    if (!present) throw new Error(`no browser at ${CHROMIUM}: .ci/run installs Debian's chromium (apt-get install -y chromium)`);
+    // Transfers of about 3 MiB at 512 KiB/s: a move stays on screen for several seconds.
+    f = await startAdminFixture({ name: 'dashboard', partitions: ['q-520', 'q-521', 'q-522', 'q-523'], config: { transferBytesPerSec: 512 * 1024 } });
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await page.goto(`${f.admin.url}/#token=${TOKEN}`);
+    await page.fill('#operator', 'dana');
+    await page.dispatchEvent('#operator', 'change');
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await f?.close();
+  });
+
+  it('shows every node of the cluster with its score bar, the mean and both thresholds', async () => {
+    await expect.poll(() => page.locator('.node.row').count(), { timeout: 30_000 }).toBe(5);
+    expect(page.url()).not.toContain('token');
+    for (const row of await page.locator('.node.row').all()) {
+      expect(await row.locator('.bar .seg').count()).toBeGreaterThan(0);
+      expect(await row.locator('.bar .mark.mean').count()).toBe(1);
+      expect(await row.locator('.bar .mark.threshold').count()).toBe(2);
+      expect(await row.textContent()).toMatch(/zone \S+cap 1/);
+    }
+    await expect.poll(() => page.textContent('#summary')).toMatch(/5\/5 nodes live/);
+  });
+
+  it('requests a move from the page; it appears with its progress and completes', async () => {
+    const topology = await f.cluster.client.topology();
+    const p = topology.partitions.find((x) => x.id === 'q-520')!;
+    const to = topology.nodes.find((n) => ![p.owner, ...p.followers].includes(n.id))!.id;
+    await page.selectOption('#move-form select[name=kind]', 'follower-move');
+    await page.fill('#move-form input[name=partition]', 'q-520');
+    await page.fill('#move-form input[name=from]', p.followers[0]!);
+    await page.fill('#move-form input[name=to]', to);
+    await page.fill('#move-form input[name=reason]', 'fill the quiet node');
+    await page.click('#request-move');
+    await expect.poll(() => page.textContent('#message')).toMatch(/moves: started/);
+
+    const row = page.locator('.move.row[data-partition="q-520"]');
+    await row.waitFor({ timeout: 30_000 });
+    expect(await row.textContent()).toContain(`${p.followers[0]} → ${to}`);
+    expect(await row.locator('a').getAttribute('href')).toBe('http://127.0.0.1:8233/namespaces/default/workflows/reconfigure-q-520');
+    await expect.poll(() => row.locator('.progress > div').evaluate((d) => parseFloat((d as unknown as { style: { width: string } }).style.width)), { timeout: 60_000 }).toBeGreaterThan(0);
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-move.png'), fullPage: true });
+
+    await page.locator('.ended.row[data-partition="q-520"][data-outcome="completed"]').waitFor({ timeout: 120_000 });
+    expect(await row.count()).toBe(0);
+    const audit = (await call(f.admin.url, 'GET', '/api/audit')).body.entries as { actor: string; source: string; action: string; reason: string; outcome: string }[];
+    expect(audit[0]).toMatchObject({ actor: 'dana', source: 'dashboard', action: 'follower-move', reason: 'fill the quiet node', outcome: 'ok' });
+  });
+
+  it('pause shows the banner with who and why; resume clears it', async () => {
+    await page.fill('#pause-form input[name=reason]', 'investigating latency');
+    await page.click('#pause');
+    await expect.poll(() => page.locator('#banner').isVisible(), { timeout: 10_000 }).toBe(true);
+    expect(await page.textContent('#banner')).toMatch(/Rebalancing is paused by dana: investigating latency/);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-paused.png'), fullPage: true });
+    await page.fill('#resume-form input[name=reason]', 'latency explained');
+    await page.click('#resume');
+    await expect.poll(() => page.locator('#banner').isVisible(), { timeout: 10_000 }).toBe(false);
+  });
+
+  it('refuses a forged cross-site action', async () => {
+    // A page on another origin tries a form post and fetches with and without the token header.
+    const admin = f.admin.url;
+    const evil = http.createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><form id="f" method="POST" action="${admin}/api/pause" enctype="text/plain">
+        <input name='{"reason":"forged","x":"' value='"}'></form>
+        <script>
+          const results = {};
+          Promise.all([
+            fetch('${admin}/api/pause', { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{"reason":"forged"}' })
+              .then((r) => (results.noCors = r.type), (e) => (results.noCors = 'error')),
+            fetch('${admin}/api/pause', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer ${TOKEN}' }, body: '{"reason":"forged"}' })
+              .then((r) => (results.withToken = r.status), (e) => (results.withToken = 'blocked')),
+          ]).then(() => { console.log(JSON.stringify(results)); document.getElementById('f').submit(); });
+        </script>`);
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    const statuses: number[] = [];
+    const forgedPage = await browser.newPage();
+    let fetched: { noCors?: string; withToken?: number | string } = {};
+    // The browser logs its own CORS errors to the console too; the page's one line is the JSON object.
+    forgedPage.on('console', (m) => {
+      if (m.type() === 'log' && m.text().startsWith('{')) fetched = JSON.parse(m.text()) as typeof fetched;
+    });
+    forgedPage.on('response', (r) => {
+      if (r.url() === `${admin}/api/pause`) statuses.push(r.status());
+    });
+    try {
+      await forgedPage.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
+      // The no-cors fetch and the form post reach the server and are refused there (403 cross-site); the fetch
+      // with the token header needs a preflight the server never grants, so it never leaves the browser.
+      await expect.poll(() => statuses.length, { timeout: 15_000 }).toBe(2);
+      expect(statuses).toEqual([403, 403]);
+      expect(fetched).toEqual({ noCors: 'opaque', withToken: 'blocked' });
+    } finally {
+      await forgedPage.close();
+      await new Promise((r) => evil.close(r));
+    }
+    expect((await f.deps.rebalancer.status()).state).toBe('running');
+    const audit = (await call(f.admin.url, 'GET', '/api/audit')).body.entries as { reason: string }[];
+    expect(audit.some((e) => e.reason === 'forged')).toBe(false);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+  });
+});

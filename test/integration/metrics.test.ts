@@ -1,0 +1,74 @@
+/**
+ * /metrics scraped during a move on a reference cluster and the shared dev server (partitions q-540..q-559 only):
+ * the move's series (kind and phase, bytes remaining), the sync budget of its target, the relay lag, and the
+ * counters' names and types per Prometheus conventions.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, startAdminFixture, type AdminFixture } from './admin-fixture';
+import { eventually } from './helpers';
+
+let f: AdminFixture;
+
+beforeAll(async () => {
+  // About 3 MiB to copy at 256 KiB/s: the move is in flight for several scrapes.
+  f = await startAdminFixture({ name: 'metrics', partitions: ['q-540', 'q-541'], config: { transferBytesPerSec: 256 * 1024 }, planner: { threshold: 1e6 } });
+});
+afterAll(async () => {
+  await f?.close();
+});
+
+async function scrape(): Promise<string> {
+  const r = await fetch(`${f.admin.url}/metrics`);
+  expect(r.status).toBe(200);
+  expect(r.headers.get('content-type')).toMatch(/^text\/plain/);
+  return r.text();
+}
+
+function value(text: string, series: RegExp): number | undefined {
+  const line = text.split('\n').find((l) => series.test(l));
+  return line === undefined ? undefined : Number(line.split(' ').at(-1));
+}
+
+describe('metrics', () => {
+  it("shows a move's series while it runs, and its target's sync budget", async () => {
+    const topology = await f.cluster.client.topology();
+    const p = topology.partitions.find((x) => x.id === 'q-540')!;
+    const from = p.followers[0]!;
+    const to = topology.nodes.find((n) => ![p.owner, ...p.followers].includes(n.id))!.id;
+    const started = await call(f.admin.url, 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-540', from, to, reason: 'metrics test' } });
+    expect(started.status).toBe(202);
+
+    const remaining = new RegExp(`^rebalancer_move_remaining_bytes\\{partition="q-540",kind="follower-move",from="${from}",to="${to}"\\} `);
+    const during = await eventually('the move catching up in /metrics', async () => {
+      const text = await scrape();
+      return (value(text, remaining) ?? 0) > 0 ? text : undefined;
+    });
+    expect(value(during, /^rebalancer_moves\{kind="follower-move",phase="catching_up"\} /)).toBe(1);
+    expect(value(during, new RegExp(`^rebalancer_sync_budget_in_use_transfers\\{node="${to}"\\} `))).toBeGreaterThanOrEqual(1);
+    expect(value(during, new RegExp(`^rebalancer_sync_budget_limit_transfers\\{node="${to}"\\} `))).toBe(4);
+    expect(value(during, /^rebalancer_relay_lag_events /)).toBeGreaterThanOrEqual(0);
+    expect(value(during, /^rebalancer_recovery_pending_partitions /)).toBe(0);
+    expect(value(during, /^rebalancer_paused /)).toBe(0);
+    expect(value(during, /^rebalancer_score_spread /)).toBeGreaterThanOrEqual(0);
+
+    await eventually('the move to end', async () => ((await call(f.admin.url, 'GET', '/api/moves/q-540')).body.running === false ? true : undefined), 120_000);
+    const after = await scrape();
+    expect(value(after, remaining)).toBeUndefined();
+    expect(value(after, /^rebalancer_moves\{/)).toBeUndefined();
+  });
+
+  it('counts refusals by code, with names per the conventions', async () => {
+    const p = (await f.cluster.client.topology()).partitions.find((x) => x.id === 'q-541')!;
+    const refused = await call(f.admin.url, 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-541', from: p.owner, to: p.followers[0], reason: 'metrics test' } });
+    expect(refused.status).toBe(409);
+    const text = await scrape();
+    expect(value(text, new RegExp(`^rebalancer_refusals_total\\{code="${String(refused.body.error)}"\\} `))).toBe(1);
+    for (const counter of ['rebalancer_refusals_total', 'rebalancer_planner_decisions_total', 'rebalancer_invariant_breaches_total']) {
+      expect(text).toContain(`# TYPE ${counter} counter`);
+    }
+    for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+      if (m[2] === 'counter') expect(m[1]).toMatch(/_total$/);
+      else expect(m[1]).not.toMatch(/_total$/);
+    }
+  });
+});
