@@ -25,7 +25,7 @@ const { readWhenDurable } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 
 export const DEFAULT_QUIET_POINT: Required<QuietPoint> = { maxInFlight: 100, maxWaitMs: 30_000, maxClosedMs: 30_000 };
 
-/** The handoff's part of a status and outcome, kept apart so an owner move reports the same figures. */
+/** When admission closed (workflow clock; null while open) and the final boundary the owner reported. */
 interface Closed {
   at: number | null;
   finalBoundary: number | null;
