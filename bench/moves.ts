@@ -12,7 +12,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { temporal as proto } from '@temporalio/proto';
 import pino from 'pino';
 import { startFollowerMove } from '../client/moves';
 import { ClusterClient } from '../cluster/client';
@@ -86,7 +85,8 @@ async function eventsByType(handles: WorkflowHandle[]): Promise<Record<string, n
   const counts: Record<string, number> = {};
   for (const handle of sample) {
     for (const e of (await handle.fetchHistory()).events ?? []) {
-      const type = String(proto.api.enums.v1.EventType[e.eventType as number] ?? e.eventType).replace(/^EVENT_TYPE_/, '').toLowerCase();
+      // The one attributes field an event carries names its type (workflowTaskCompletedEventAttributes, ...).
+      const type = Object.entries(e).find(([k, v]) => k.endsWith('EventAttributes') && v)?.[0].replace(/EventAttributes$/, '') ?? 'unknown';
       counts[type] = (counts[type] ?? 0) + 1;
     }
   }
