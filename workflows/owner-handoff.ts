@@ -10,7 +10,7 @@
 import { proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Refusal } from '../cluster/contract';
-import type { HandoffRequest, MoveOutcome, QuietPoint } from './definitions';
+import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from './definitions';
 import { checkHandoff } from './handoff-rules';
 import { Operation } from './steps/operation';
 import { closeAdmission, commitOwner, rejection, reopenAdmission, runStep, waitForActivation, waitForQuietPoint } from './steps/steps';
@@ -25,7 +25,7 @@ const { readWhenDurable } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 
 export const DEFAULT_QUIET_POINT: Required<QuietPoint> = { maxInFlight: 100, maxWaitMs: 30_000, maxClosedMs: 30_000 };
 
-/** The handoff's part of a status and outcome, kept apart so an owner move reports the same figures. */
+/** When admission closed (workflow clock; null while open) and the final boundary the owner reported. */
 interface Closed {
   at: number | null;
   finalBoundary: number | null;
@@ -215,20 +215,31 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
   };
 }
 
-export async function ownerHandoff(request: HandoffRequest): Promise<MoveOutcome> {
-  const { partition, from: A, to: D, origin } = request;
+/**
+ * Runs `body` as one operation of `kind`: its status, cancel and Temporal ending (see Operation). A request the
+ * broker rejects for good outside a step's own handling (a read of a partition that is gone) ends it aborted.
+ */
+export function runOperation(
+  kind: 'owner-handoff' | 'owner-move',
+  request: HandoffRequest | OwnerMoveRequest,
+  body: (op: Operation) => Promise<MoveOutcome>,
+): Promise<MoveOutcome> {
+  const { partition, from, to, origin } = request;
   const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
-  const op = new Operation({ kind: 'owner-handoff', partition, from: A, to: D, origin }, watch);
+  const op = new Operation({ kind, partition, from, to, origin }, watch);
   watch.listen();
   op.start();
   return op.run(async () => {
     try {
-      return await handOff(op, A, D, request.quietPoint);
+      return await body(op);
     } catch (err) {
-      // A read the broker rejects for good (the partition is gone): nothing was written.
       const cause = rejection(err);
       if (!cause) throw err;
       return { status: 'aborted', partition, code: cause.type ?? 'rejected', reason: cause.message };
     }
   });
+}
+
+export async function ownerHandoff(request: HandoffRequest): Promise<MoveOutcome> {
+  return runOperation('owner-handoff', request, (op) => handOff(op, request.from, request.to, request.quietPoint));
 }

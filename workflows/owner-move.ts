@@ -6,24 +6,16 @@
  */
 import type { MoveOutcome, OwnerMoveRequest } from './definitions';
 import { checkOwnerMove } from './handoff-rules';
-import { handOff } from './owner-handoff';
+import { handOff, runOperation } from './owner-handoff';
 import { moveFollower } from './follower-move-v2';
-import { Operation } from './steps/operation';
-import { rejection } from './steps/steps';
-import { DEFAULT_TIMING, Watch } from './steps/watch';
 
 export async function ownerMove(request: OwnerMoveRequest): Promise<MoveOutcome> {
   const { partition, from: A, to: T, origin } = request;
-  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
-  const op = new Operation({ kind: 'owner-move', partition, from: A, to: T, origin }, watch);
-  watch.listen();
-  op.start();
-  op.status.stage = 'follower_move';
-  op.status.via = request.via ?? null;
-
-  const body = async (): Promise<MoveOutcome> => {
+  return runOperation('owner-move', request, async (op) => {
+    op.status.stage = 'follower_move';
+    op.status.via = request.via ?? null;
     // ---- validating: the rules the CLI checked (the client fixed `via`), against what the broker says now.
-    const ctx = await watch.read();
+    const ctx = await op.watch.read();
     const check = checkOwnerMove(ctx.view, ctx.nodes, A, T, request.via);
     if (!check.ok) return { status: 'aborted', partition, code: check.code, reason: check.message };
     const via = check.via;
@@ -43,16 +35,5 @@ export async function ownerMove(request: OwnerMoveRequest): Promise<MoveOutcome>
     if (handed.status === 'completed') return { ...handed, boundary: moved.boundary };
     const kept = `${T} is a follower of ${partition} now (the copy of ${via} moved there at boundary ${moved.boundary}) and ${A} stays the owner`;
     return { ...handed, reason: `${handed.reason}; ${kept}` };
-  };
-
-  return op.run(async () => {
-    try {
-      return await body();
-    } catch (err) {
-      // A read the broker rejects for good (the partition is gone).
-      const cause = rejection(err);
-      if (!cause) throw err;
-      return { status: 'aborted', partition, code: cause.type ?? 'rejected', reason: cause.message };
-    }
   });
 }
