@@ -292,9 +292,9 @@ export class TickPlanner {
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp)) return best;
     const bytes = this.st.bytesTo(p, r.index);
-    // A tie goes to the cheaper copy (a retained one).
-    if (best === null || imp > best.imp + minImprovement || (imp >= best.imp - minImprovement && bytes < best.bytes))
-      return { p, s, r, imp, bytes };
+    // Improvements within a tenth of each other (or one margin) are a tie, and the cheaper copy (a retained one) wins it.
+    const tie = Math.max(minImprovement, 0.1 * Math.max(imp, best?.imp ?? 0));
+    if (best === null || imp > best.imp + tie || (imp >= best.imp - tie && bytes < best.bytes)) return { p, s, r, imp, bytes };
     return best;
   }
 
