@@ -10,7 +10,7 @@ import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/reb
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import type { DrainStatus, RebalancerSettings } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -109,6 +109,7 @@ describe('drain', () => {
     expect(phases.lastIndexOf('handing_off')).toBeLessThan(phases.indexOf('moving_followers'));
     for (const s of seen.filter((x) => x.phase === 'handing_off')) expect(s.inFlight.filter((m) => m.op === 'follower_move')).toEqual([]);
 
+    await replayAndKeep(client, handle.workflowId, 'drain-completed');
     expect(await undrain({ client, cluster: cluster.client }, 'n1', 'back in service')).toBeNull();
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!.draining).toBe(false);
   });
@@ -144,5 +145,6 @@ describe('drain', () => {
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
     expect((await copiesOn('n2')).length).toBeGreaterThanOrEqual(before.length - final.moves.completed);
     expect((await copiesOn('n2')).length).toBeGreaterThan(0);
+    await replayAndKeep(client, handle.workflowId, 'drain-cancelled');
   });
 });

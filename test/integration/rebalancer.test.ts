@@ -12,7 +12,7 @@ import { DEFAULT_PLANNER_CONFIG, scoreNodes } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
-import { connectClient, eventually, logger, startTestCluster, TEST_RELAY_TUNING, temporalAddress } from './helpers';
+import { connectClient, eventually, logger, replayAndKeep, startTestCluster, TEST_RELAY_TUNING, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -129,6 +129,11 @@ describe('rebalancer loop', () => {
     for (const p of after.topology.partitions) expect((await cluster.client.progress(p.id)).confirmedTail).toBeGreaterThan(tails.get(p.id)!);
     // The tick count only passes ticksPerRun when the loop carried its state across continue-as-new.
     expect(after.status.ticks).toBeGreaterThan(SETTINGS.ticksPerRun);
+    // A run that started moves and continued as new replays under the current code, and is kept.
+    for await (const run of client.workflow.list({ query: `WorkflowId = "${w.rebalancerWorkflowId}" AND ExecutionStatus = "ContinuedAsNew"` })) {
+      await replayAndKeep(client, run.workflowId, 'rebalancer-continued-as-new', run.runId);
+      break;
+    }
   });
 
   it('pause and resume record who and why; paused, it starts nothing', async () => {
