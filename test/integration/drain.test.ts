@@ -5,12 +5,13 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../client/moves';
 import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import type { DrainStatus, RebalancerSettings } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -42,6 +43,7 @@ beforeAll(async () => {
     w.shutdown();
     await running;
   };
+  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {
@@ -77,6 +79,10 @@ describe('drain', () => {
     } finally {
       await cluster.client.deletePartition('q-469');
     }
+    let out = '';
+    const code = await runCli(['drain', 'n9', '--json'], { out: (t) => void (out += t), err: () => undefined });
+    expect(code).toBe(1);
+    expect(JSON.parse(out)).toMatchObject({ ok: false, code: 'unknown_node' });
     const nodes = (await cluster.client.topology()).nodes;
     expect(nodes.every((n) => !n.draining)).toBe(true);
     await expect(client.workflow.getHandle('drain-n1').describe()).rejects.toThrow();
