@@ -133,6 +133,8 @@ describe('rebalancer loop', () => {
     expect(after.status.moves.completed).toBeGreaterThanOrEqual(6);
     expect(after.status.moves.aborted).toBe(0);
     expect(after.status.state).toBe('running');
+    // The relay forwarded the node_joined event to the loop.
+    expect(after.status.lastSignalSeq).toBeGreaterThan(0);
     expect(after.status.lastPlan?.idleReason).toBeTruthy();
     // Publishes kept confirming on every partition while copies moved.
     for (const p of after.topology.partitions) expect((await cluster.client.progress(p.id)).confirmedTail).toBeGreaterThan(tails.get(p.id)!);
