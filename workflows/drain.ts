@@ -128,11 +128,10 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     // Cancelled: start nothing more, let the moves in flight end on their own, then clear the mark.
     return await CancellationScope.nonCancellable(async () => {
       state.phase = 'finishing_moves';
-      blockingReasons = state.inFlight.length > 0 ? [`waiting for ${state.inFlight.length} move(s) in flight to end`] : [];
       for (;;) {
+        blockingReasons = state.inFlight.length > 0 ? [`waiting for ${state.inFlight.map((m) => m.workflowId).join(', ')} to end`] : [];
         await look();
         if (state.inFlight.length === 0) break;
-        blockingReasons = [`waiting for ${state.inFlight.map((m) => m.workflowId).join(', ')} to end`];
         await condition(() => wake, settings.tickMs);
         wake = false;
       }

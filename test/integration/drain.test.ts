@@ -5,12 +5,13 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../client/moves';
 import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
-import type { DrainStatus, RebalancerSettings } from '../../workflows/definitions';
+import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -26,6 +27,14 @@ let client: Client;
 let stopWorker: () => Promise<void>;
 const ctx = () => ({ client, cluster: cluster.client, taskQueue });
 
+async function launchWorker(): Promise<void> {
+  const { w, running } = await startWorker(cluster.url, taskQueue);
+  stopWorker = async () => {
+    w.shutdown();
+    await running;
+  };
+}
+
 beforeAll(async () => {
   cluster = await startTestCluster({}, { nodes: 0, partitions: 0, streams: 0 });
   for (const id of ['n1', 'n2', 'n3', 'n4', 'n5']) await cluster.client.joinNode(id, 1, 'z1');
@@ -37,11 +46,8 @@ beforeAll(async () => {
   ];
   for (const [i, replicas] of layouts.entries()) await cluster.client.createPartition({ id: `q-${450 + i}`, replicas });
   client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue);
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
+  await launchWorker();
+  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {
@@ -77,22 +83,35 @@ describe('drain', () => {
     } finally {
       await cluster.client.deletePartition('q-469');
     }
+    let out = '';
+    const code = await runCli(['drain', 'n9', '--json'], { out: (t) => void (out += t), err: () => undefined });
+    expect(code).toBe(1);
+    expect(JSON.parse(out)).toMatchObject({ ok: false, code: 'unknown_node' });
     const nodes = (await cluster.client.topology()).nodes;
     expect(nodes.every((n) => !n.draining)).toBe(true);
     await expect(client.workflow.getHandle('drain-n1').describe()).rejects.toThrow();
   });
 
-  it('empties a node owning and following many partitions: handoffs first, then follower moves', async () => {
+  it('empties a node owning and following many partitions: handoffs first, then follower moves, across a worker restart', async () => {
     expect(await copiesOn('n1')).toHaveLength(8);
-    const handle = await startDrain(ctx(), { node: 'n1', by: 'alice', reason: 'decommission' , settings });
+    const handle = await startDrain(ctx(), { node: 'n1', by: 'alice', reason: 'decommission', settings });
     const seen: DrainStatus[] = [];
     const outcome = drainOutcome(handle);
     let done = false;
+    let restarted = false;
     void outcome.finally(() => (done = true));
     while (!done) {
-      seen.push(await handle.query('drainStatus'));
+      const s = await handle.query(drainStatusQuery).catch(() => null);
+      if (s) seen.push(s);
+      // Once the handoffs are done, the worker stops and another takes over: the drain goes on where it was.
+      if (s?.phase === 'moving_followers' && !restarted) {
+        restarted = true;
+        await stopWorker();
+        await launchWorker();
+      }
       await new Promise((r) => setTimeout(r, 250));
     }
+    expect(restarted).toBe(true);
     expect(await outcome).toEqual({ status: 'completed', node: 'n1', moves: expect.any(Number) });
     expect(await copiesOn('n1')).toEqual([]);
     const n1 = (await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!;
@@ -109,6 +128,7 @@ describe('drain', () => {
     expect(phases.lastIndexOf('handing_off')).toBeLessThan(phases.indexOf('moving_followers'));
     for (const s of seen.filter((x) => x.phase === 'handing_off')) expect(s.inFlight.filter((m) => m.op === 'follower_move')).toEqual([]);
 
+    await replayAndKeep(client, handle.workflowId, 'drain-completed');
     expect(await undrain({ client, cluster: cluster.client }, 'n1', 'back in service')).toBeNull();
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!.draining).toBe(false);
   });
@@ -120,7 +140,7 @@ describe('drain', () => {
     const handle = await startDrain(ctx(), { node: 'n2', by: 'bob', reason: 'maybe', settings: oneAtATime });
     // Hold the first move off n2 before its swap, so the cancel finds it in flight.
     const move = await eventually('a move off n2 catching up', async () => {
-      const s = await handle.query('drainStatus') as DrainStatus;
+      const s = await handle.query(drainStatusQuery);
       const m = s.inFlight[0];
       if (!m || m.op !== 'follower_move') return undefined;
       const p = (await cluster.client.partition(m.partition)).partition;
@@ -144,5 +164,6 @@ describe('drain', () => {
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
     expect((await copiesOn('n2')).length).toBeGreaterThanOrEqual(before.length - final.moves.completed);
     expect((await copiesOn('n2')).length).toBeGreaterThan(0);
+    await replayAndKeep(client, handle.workflowId, 'drain-cancelled');
   });
 });

@@ -132,6 +132,14 @@ describe('npm start', () => {
       expect(run.output()).toContain(`Temporal UI:        http://127.0.0.1:${uiPort}`);
       expect((await fetch(`http://127.0.0.1:${uiPort}/`)).status).toBe(200);
 
+      // npm start runs the rebalancer loop: paused (it stays paused across the restart) and with its moves ended,
+      // it leaves q-0 to this operator move.
+      expect(rebalancer(env, 'pause', '--reason', 'the test moves q-0 by hand').status).toBe(0);
+      const deadline = Date.now() + 120_000;
+      while ((JSON.parse(rebalancer(env, 'status', '--json').stdout) as { inFlight: unknown[] }).inFlight.length > 0) {
+        if (Date.now() > deadline) throw new Error('the rebalancer loop still has moves in flight');
+        await new Promise((r) => setTimeout(r, 500));
+      }
       const topology = (await (await fetch(`http://127.0.0.1:${clusterPort}/v1/topology`)).json()) as { partitions: { id: string; owner: string; followers: string[] }[]; nodes: { id: string }[] };
       const q0 = topology.partitions.find((p) => p.id === 'q-0')!;
       const to = topology.nodes.find((n) => n.id !== q0.owner && !q0.followers.includes(n.id))!.id;

@@ -5,6 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../client/moves';
 import { rebalancerStatus, setPaused } from '../../client/rebalancer';
 import type { Topology } from '../../cluster/contract';
@@ -12,7 +13,7 @@ import { DEFAULT_PLANNER_CONFIG, scoreNodes } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
-import { connectClient, eventually, logger, startTestCluster, TEST_RELAY_TUNING, temporalAddress } from './helpers';
+import { connectClient, eventually, logger, replayAndKeep, startTestCluster, TEST_RELAY_TUNING, temporalAddress } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -41,6 +42,7 @@ beforeAll(async () => {
   w = await createRebalancerWorker({ temporal: { address: temporalAddress(), namespace: 'default', taskQueue }, clusterUrl: cluster.url, logger, relayTuning: TEST_RELAY_TUNING, rebalancer: SETTINGS });
   running = w.run();
   scope = relayScope(cluster.url, taskQueue);
+  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {
@@ -57,6 +59,13 @@ afterEach(async () => {
 });
 
 const status = (): Promise<RebalancerStatus> => rebalancerStatus(client, scope);
+
+async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
+  return { code, out, err };
+}
 
 /** Largest |score - mean| over the nodes, with nothing in flight and no cooldowns: what the planner sees at rest. */
 function deviation(topology: Topology): number {
@@ -124,11 +133,18 @@ describe('rebalancer loop', () => {
     expect(after.status.moves.completed).toBeGreaterThanOrEqual(6);
     expect(after.status.moves.aborted).toBe(0);
     expect(after.status.state).toBe('running');
+    // The relay forwarded the node_joined event to the loop.
+    expect(after.status.lastSignalSeq).toBeGreaterThan(0);
     expect(after.status.lastPlan?.idleReason).toBeTruthy();
     // Publishes kept confirming on every partition while copies moved.
     for (const p of after.topology.partitions) expect((await cluster.client.progress(p.id)).confirmedTail).toBeGreaterThan(tails.get(p.id)!);
     // The tick count only passes ticksPerRun when the loop carried its state across continue-as-new.
     expect(after.status.ticks).toBeGreaterThan(SETTINGS.ticksPerRun);
+    // A run that started moves and continued as new replays under the current code, and is kept.
+    for await (const run of client.workflow.list({ query: `WorkflowId = "${w.rebalancerWorkflowId}" AND ExecutionStatus = "ContinuedAsNew"` })) {
+      await replayAndKeep(client, run.workflowId, 'rebalancer-continued-as-new', run.runId);
+      break;
+    }
   });
 
   it('pause and resume record who and why; paused, it starts nothing', async () => {
@@ -184,5 +200,27 @@ describe('rebalancer loop', () => {
     const after = await settled('every node within threshold after the recovery activated');
     expect(after.status.moves.aborted).toBeGreaterThanOrEqual(1);
     expect(after.status.moves.started).toBeGreaterThan(during.moves.started);
+  });
+
+  it('the CLI: status, pause and resume with --json; a pause without --reason is bad usage', async () => {
+    const noReason = await cli('pause', '--json');
+    expect(noReason.code).toBe(2);
+    expect(noReason.err).toMatch(/required option '--reason <text>' not specified/);
+    const empty = await cli('pause', '--reason', ' ', '--json');
+    expect(empty.code).toBe(2);
+    expect(JSON.parse(empty.out)).toMatchObject({ ok: false, code: 'bad_usage', message: expect.stringMatching(/invalid --reason for pause/) });
+
+    const paused = await cli('pause', '--reason', 'maintenance window', '--by', 'carol', '--json');
+    expect(paused.code).toBe(0);
+    expect(JSON.parse(paused.out)).toMatchObject({ state: 'paused', paused: { by: 'carol', reason: 'maintenance window' } });
+    const again = await cli('pause', '--reason', 'again', '--json');
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.out)).toMatchObject({ ok: false, code: 'pause_refused', message: expect.stringMatching(/already paused by carol \(maintenance window\)/) });
+    const shown = await cli('status');
+    expect(shown.out).toMatch(/^rebalancer: +paused by carol at .*: maintenance window$/m);
+    expect(shown.out).toMatch(/^last plan: /m);
+    const resumed = await cli('resume', '--reason', 'window over', '--by', 'carol');
+    expect(resumed).toMatchObject({ code: 0, out: 'resumed by carol: window over\n' });
+    expect(JSON.parse((await cli('status', '--json')).out)).toMatchObject({ state: 'running', lastResumed: { by: 'carol', reason: 'window over' } });
   });
 });
