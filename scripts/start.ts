@@ -28,7 +28,6 @@ const [env, settings, adminEnv] = (() => {
 })();
 const logger = createLogger(env.LOG_LEVEL, 'start', env.LOG_FORMAT);
 const workerMetricsPort = adminEnv.WORKER_METRICS_PORT ?? 9464;
-installRuntimeLogger(logger, `127.0.0.1:${workerMetricsPort}`);
 const dataDir = path.resolve(PROJECT_ROOT, env.DATA_DIR);
 
 /** Aborted when stopping begins: a child still starting is stopped by its own start function. */
@@ -166,6 +165,8 @@ async function startReferenceCluster(): Promise<string> {
 try {
   lockDataDir();
   await refuseTakenPorts();
+  // Installing the runtime binds the SDK's metrics port: only once the check above found it free.
+  installRuntimeLogger(logger, `127.0.0.1:${workerMetricsPort}`);
   const starts = [startTemporal(), startReferenceCluster()] as const;
   // stopAll waits for both starts to settle, so a child that is still starting is never left behind.
   startup = Promise.allSettled(starts);
