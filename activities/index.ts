@@ -29,16 +29,40 @@ function rethrow(err: unknown): never {
   throw err;
 }
 
+/** The counted copies (the owner and its live, admitted, unsuspended followers) durable below `offset`. */
+export function countedBelow({ view, nodes }: MoveContext, offset: number): string[] {
+  const p = view.partition;
+  const live = new Set(nodes.filter((n) => n.live).map((n) => n.id));
+  return view.progress.replicas
+    .filter((r) => r.node === p.owner || (p.followers.includes(r.node) && live.has(r.node) && r.admitted && !r.suspended))
+    .filter((r) => r.durableOffset < offset)
+    .map((r) => r.node);
+}
+
 export function createActivities(deps: ActivityDeps) {
   const log = deps.logger?.child({ component: 'activities' });
+  /** The partition's record and progress, with the nodes a move has to check. */
+  async function readMoveContext(partition: string): Promise<MoveContext> {
+    try {
+      const [view, { nodes }] = await Promise.all([deps.cluster.partition(partition), deps.cluster.nodes()]);
+      return { view, nodes };
+    } catch (err) {
+      rethrow(err);
+    }
+  }
   return {
-    /** The partition's record and progress, with the nodes a move has to check. */
-    async readMoveContext(partition: string): Promise<MoveContext> {
-      try {
-        const [view, { nodes }] = await Promise.all([deps.cluster.partition(partition), deps.cluster.nodes()]);
-        return { view, nodes };
-      } catch (err) {
-        rethrow(err);
+    readMoveContext,
+
+    /**
+     * Reads the partition until every counted copy is durable at `offset`, or `maxMs` passed. A handoff waits here
+     * while admission is closed: polling the broker in the worker costs no timer and no workflow task per try.
+     */
+    async readWhenDurable(partition: string, offset: number, maxMs: number, everyMs = 20): Promise<MoveContext> {
+      const until = Date.now() + maxMs;
+      for (;;) {
+        const ctx = await readMoveContext(partition);
+        if (countedBelow(ctx, offset).length === 0 || Date.now() >= until) return ctx;
+        await new Promise((r) => setTimeout(r, everyMs));
       }
     },
 

@@ -71,7 +71,7 @@ export async function run(args: string[]): Promise<void> {
   }
   // The reference cluster's own defaults for recovery (recovery-delay-ms) and catch-up: the baseline is what it
   // does out of the box.
-  const broker = await spawnCluster({ nodes: 6, partitions: n, streams: 0, clock: 'wall', 'tick-ms': 50, 'publish-rate': rate });
+  const broker = await spawnCluster({ nodes: 6, partitions: n + 1, streams: 0, clock: 'wall', 'tick-ms': 50, 'publish-rate': rate });
   const cluster = new ClusterClient(broker.url);
   const progress = (what: string) => process.stderr.write(`handoff bench: ${what}\n`);
   progress(`Temporal at ${address}, reference cluster at ${cluster.baseUrl}, ${n} partitions publishing ${rate}/s each`);
@@ -81,7 +81,9 @@ export async function run(args: string[]): Promise<void> {
   const worker = await createRebalancerWorker({ temporal: { address, namespace: 'default', taskQueue }, clusterUrl: cluster.baseUrl, logger });
   const running = worker.run();
   try {
-    const { partitions } = await cluster.topology();
+    const [warmup, ...partitions] = (await cluster.topology()).partitions;
+    // One handoff first, outside the figures: the worker's first workflow task bundles its workflow code.
+    await (await startHandoff({ client, cluster, taskQueue }, { partition: warmup!.id, from: warmup!.owner, to: warmup!.followers[0]!, origin: 'planner' })).result();
     const { cursor: start } = await eventsAfter(cluster, 0);
 
     // ---- N handoffs, `concurrency` at a time, each from the owner to its first follower.

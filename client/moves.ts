@@ -138,17 +138,13 @@ async function describeRunning(client: Client, workflowId: string): Promise<stri
   }
 }
 
-/** Status of every move in progress, newest first. */
+/** Status of every reconfiguration in progress, by partition (q-2 before q-10); queried all at once. */
 export async function listMoves(client: Client): Promise<MoveStatus[]> {
-  const out: MoveStatus[] = [];
-  for await (const wf of client.workflow.list({ query: `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) {
-    try {
-      out.push(await client.workflow.getHandle(wf.workflowId).query(statusQuery));
-    } catch {
-      // It ended between the list and the query: no longer in progress.
-    }
-  }
-  return out.sort((a, b) => a.partition.localeCompare(b.partition));
+  const ids: string[] = [];
+  for await (const wf of client.workflow.list({ query: `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) ids.push(wf.workflowId);
+  // A workflow that ended between the list and the query is no longer in progress.
+  const statuses = await Promise.all(ids.map((id) => client.workflow.getHandle(id).query(statusQuery).catch(() => null)));
+  return statuses.filter((s) => s !== null).sort((a, b) => a.partition.localeCompare(b.partition, 'en', { numeric: true }));
 }
 
 export interface MoveDetail {

@@ -80,7 +80,7 @@ export function usageError(message: string): CommanderError {
 
 export function parseId(kind: 'partition' | 'node', value: string): string {
   const parsed = (kind === 'partition' ? PartitionId : NodeId).safeParse(value);
-  if (!parsed.success) throw usageError(`invalid ${kind} "${value}": ${parsed.error.issues[0]?.message}`);
+  if (!parsed.success) throw usageError(`invalid ${kind} "${value}": expected ${parsed.error.issues[0]?.message}`);
   return parsed.data;
 }
 

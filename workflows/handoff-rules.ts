@@ -5,7 +5,7 @@
  * already admitted, caught-up replica; an owner move onto a node that is not yet a follower is a follower move
  * followed by a handoff.)
  */
-import type { Node, PartitionView, Progress } from '../cluster/contract';
+import type { Node, PartitionView } from '../cluster/contract';
 import { checkFollowerMove, type MoveCheck } from './follower-move-rules';
 
 type Refused = Extract<MoveCheck, { ok: false }>;
@@ -129,21 +129,4 @@ function chooseVia(view: PartitionView, nodes: Node[], to: string): { via: strin
   const zoneWhy = sameZone.length > 0 ? `it shares ${to}'s zone ${zone}, so the copies keep their zone spread` : `no follower shares ${to}'s zone ${zone}`;
   const pick = weakOnes.length > 0 ? `its copy is down or suspended, so it is worth least` : `first by name among ${pool.join(', ')}`;
   return { via, why: `${zoneWhy}; ${pick}` };
-}
-
-/** The partition is quiet: at most `maxInFlight` messages published but not yet confirmed. */
-export function inFlightMessages(progress: Pick<Progress, 'tail' | 'confirmedTail'>): number {
-  return Math.max(0, progress.tail - progress.confirmedTail);
-}
-
-/**
- * The counted copies (the owner and every live, admitted, unsuspended follower) still below the final
- * boundary: commit-owner waits until there are none, so D activates without seal or inspection.
- */
-export function laggingCopies(view: PartitionView, finalBoundary: number): { node: string; durable: number }[] {
-  const p = view.partition;
-  return view.progress.replicas
-    .filter((r) => r.node === p.owner || (p.followers.includes(r.node) && r.live && r.admitted && !r.suspended))
-    .filter((r) => r.durableOffset < finalBoundary)
-    .map((r) => ({ node: r.node, durable: r.durableOffset }));
 }

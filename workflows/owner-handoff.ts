@@ -7,16 +7,21 @@
  * and W never change. The time admission stays closed is measured on the workflow clock, from the close reply
  * to the reopen reply, shown in the status and kept in the outcome.
  */
-import { sleep } from '@temporalio/workflow';
+import { proxyLocalActivities, sleep } from '@temporalio/workflow';
+import type { Activities } from '../activities';
 import type { Refusal } from '../cluster/contract';
 import type { HandoffRequest, MoveOutcome, QuietPoint } from './definitions';
 import { checkHandoff } from './handoff-rules';
 import { Operation } from './steps/operation';
 import { closeAdmission, commitOwner, rejection, reopenAdmission, runStep, waitForActivation, waitForQuietPoint } from './steps/steps';
-import { DEFAULT_TIMING, Watch, type Interrupt } from './steps/watch';
+import { ACTIVITY_OPTIONS, DEFAULT_TIMING, Watch, type Interrupt } from './steps/watch';
 
 /** How often the broker is re-read while admission is closed and the handoff waits for the final boundary. */
 const CLOSED_READ_MS = 200;
+/** How long the first wait for the final boundary polls the broker from the worker (a local activity). */
+const FIRST_WAIT_MS = 2_000;
+// A local activity: the wait that holds admission closed polls the broker with no server round trip per try.
+const { readWhenDurable } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 
 export const DEFAULT_QUIET_POINT: Required<QuietPoint> = { maxInFlight: 100, maxWaitMs: 30_000, maxClosedMs: 30_000 };
 
@@ -62,6 +67,9 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
    */
   const durableAtFinal = async (fb: number): Promise<Interrupt | null> => {
     op.setPhase('waiting_for_final_boundary');
+    // Most handoffs end their wait here: the followers reach the final boundary within a replication round.
+    const first = await readWhenDurable(partition, fb, Math.min(quiet.maxClosedMs, FIRST_WAIT_MS));
+    w.absorb(first.view, first.nodes);
     const every = Math.min(w.timing.pollMs, CLOSED_READ_MS);
     let readAt = Date.now() + every;
     void sleep(every).then(() => w.version++);

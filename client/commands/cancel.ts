@@ -11,7 +11,9 @@ function undone(s: MoveStatus): string {
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'cancel', {
-    description: 'cancel the reconfiguration of a partition: before the swap the learner is dropped; after it, refused',
+    description:
+      'cancel the reconfiguration of a partition: before its point of no return it is undone (a learner is dropped, a ' +
+      'handoff reopens admission on the owner); after it (the swap, a handoff\'s commit), refused with the way on',
     examples: ['rebalancer cancel q-3 --reason "wrong target, n5 is being retired"'],
     action: { defaultReason: 'cancelled by an operator' },
   })

@@ -254,6 +254,25 @@ describe('rebalancer CLI', () => {
     expect(after.out).not.toMatch(line);
   });
 
+  it('move --from the owner starts an owner move; --via names the follower whose copy goes first', async () => {
+    const partition = 'q-108';
+    const { partition: p } = await cluster.client.partition(partition);
+    const { to } = await pickMove(cluster.client, partition);
+    const notOwner = await cli('move', partition, '--from', p.followers[0]!, '--to', to, '--via', p.followers[1]!, '--json');
+    expect(notOwner.code).toBe(1);
+    expect(json(notOwner.out)).toMatchObject({ ok: false, code: 'not_an_owner_move', message: expect.stringContaining(`${p.owner} is`) });
+    expect(await workflowExists(partition)).toBe(false);
+
+    const r = await cli('move', partition, '--from', p.owner, '--to', to, '--via', p.followers[0]!, '--wait');
+    expect(r.code, r.out + r.err).toBe(0);
+    const lines = r.out.trim().split('\n');
+    for (const phase of ['catching_up', 'swapping', 'closing_admission', 'committing_owner']) expect(lines.map((l) => l.split(':')[0])).toContain(phase);
+    expect(lines.at(-1)).toMatch(new RegExp(`^completed: ${partition} ${p.owner} -> ${to}, .*epoch \\d+$`));
+    const after = (await cluster.client.partition(partition)).partition;
+    expect(after.owner).toBe(to);
+    expect(json((await cli('show', partition, '--json')).out)).toMatchObject({ running: false, outcome: { status: 'completed', kind: 'owner-move' } });
+  });
+
   // Last: it crashes a node, which other tests' partitions may live on.
   it('moves --recent says how each move ended: completed, cancelled, aborted with its code', async () => {
     const partition = 'q-107';

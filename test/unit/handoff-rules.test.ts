@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Node, Partition, PartitionView, ReplicaProgress } from '../../cluster/contract';
-import { checkHandoff, checkOwnerMove, handoffCandidates, inFlightMessages, laggingCopies } from '../../workflows/handoff-rules';
+import { countedBelow } from '../../activities';
+import { checkHandoff, checkOwnerMove, handoffCandidates } from '../../workflows/handoff-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
@@ -109,18 +110,14 @@ describe('checkOwnerMove: A onto T through a follower move of `via`', () => {
   });
 });
 
-describe('quiet point and final boundary', () => {
-  it('counts messages published but not confirmed', () => {
-    expect(inFlightMessages({ tail: 1000, confirmedTail: 990 })).toBe(10);
-    expect(inFlightMessages({ tail: 1000, confirmedTail: 1000 })).toBe(0);
-  });
-
+describe('the final boundary: which counted copies are below it', () => {
   it('names the counted copies below the final boundary, never a learner, a leaving, a down or a suspended follower', () => {
     const v = view(
-      { learners: ['n4'], leaving: 'n7', followers: ['n2', 'n3', 'n6'], history: [entry('n1'), entry('n2'), entry('n3', true), entry('n6')] },
-      { n1: { durableOffset: 1000 }, n2: { durableOffset: 980 }, n3: { durableOffset: 10, suspended: true }, n4: { durableOffset: 0 }, n7: { durableOffset: 0 }, n6: { durableOffset: 5, live: false } },
+      { learners: ['n4'], leaving: 'n7', followers: ['n2', 'n3', 'n5'], history: [entry('n1'), entry('n2'), entry('n3', true), entry('n5')] },
+      { n1: { durableOffset: 1000 }, n2: { durableOffset: 980 }, n3: { durableOffset: 10, suspended: true }, n4: { durableOffset: 0 }, n7: { durableOffset: 0 }, n5: { durableOffset: 5 } },
     );
-    expect(laggingCopies(v, 1000)).toEqual([{ node: 'n2', durable: 980 }]);
-    expect(laggingCopies(v, 980)).toEqual([]);
+    expect(countedBelow({ view: v, nodes }, 1000)).toEqual(['n2']);
+    expect(countedBelow({ view: v, nodes }, 980)).toEqual([]);
+    expect(countedBelow({ view: v, nodes }, 1001)).toEqual(['n1', 'n2']);
   });
 });

@@ -209,19 +209,26 @@ export function waitForActivation(op: Operation): WaitStep {
 
 /**
  * Wait until every one of `nodes` is live and durable at or beyond `boundary`, with no recovery pending.
- * `keeps` names the copy that stays eligible meanwhile (the leaving follower), for the words.
+ * `keeps` names the copy that stays eligible meanwhile (the leaving follower) and `since` the step that made
+ * the wait necessary, for the words.
  */
-export function waitDurable(op: Operation, nodes: string[], boundary: number, keeps: string | null, phase: MovePhase = 'covering_boundary'): WaitStep {
+export function waitDurable(
+  op: Operation,
+  nodes: string[],
+  boundary: number,
+  words: { keeps?: string; since?: string; phase?: MovePhase } = {},
+): WaitStep {
   const w = op.watch;
-  const kept = keeps ? `${keeps} stays eligible and keeps its data; ` : '';
+  const kept = words.keeps ? `${words.keeps} stays eligible and keeps its data; ` : '';
+  const since = words.since ? ` ${words.since}` : '';
   return {
-    phase,
+    phase: words.phase ?? 'covering_boundary',
     done: () => !w.recoveryPending && nodes.every((n) => w.live(n) && w.durable(n) >= boundary),
     interrupts: noInterrupts,
     describe: () => {
       if (w.recoveryPending) return `pending recovery on ${w.partitionId}: ${kept}waiting for activation`;
-      const down = nodes.filter((n) => !w.live(n));
-      if (down.length) return `${down.join(', ')} down: ${kept}waiting for ${down.join(', ')} to return or for recovery`;
+      const down = nodes.filter((n) => !w.live(n)).join(', ');
+      if (down) return `${down} is down${since}: ${kept}waiting for ${down} to return or for recovery`;
       const behind = nodes.filter((n) => w.durable(n) < boundary);
       return `waiting for ${behind.join(', ')} durable at ${boundary}: at ${behind.map((n) => Math.max(0, w.durable(n))).join(', ')}`;
     },
@@ -240,7 +247,7 @@ export function removeLeaving(op: Operation, node: string, target: string, bound
     write: 'remove-leaving',
     body: () => ({ node }),
     summary: `Remove ${node} from ${w.partitionId}: ${target} covers boundary ${boundary}`,
-    before: waitDurable(op, [target], boundary, node),
+    before: waitDurable(op, [target], boundary, { keeps: node, since: 'after the swap' }),
     accepted: () => undefined,
     passing: (r) => ['passing', 'target_down'].includes(classify(r)),
     onPassing: async (r) => {
