@@ -11,13 +11,24 @@ function tailAt(a: NonNullable<PartitionState['anchor']>, rate: number, t: numbe
   return { tail: a.tail + k, frac: x - k };
 }
 
+/** An anchored partition's owner tail, follower tail (one step behind) and log start now. */
+function anchoredOffsets(sim: ClusterSim, p: PartitionState, a: NonNullable<PartitionState['anchor']>) {
+  const { tail } = tailAt(a, p.publishRate, sim.now);
+  const t2 = sim.now - sim.config.tickMs;
+  const follower = t2 < a.at ? a.followerBase : tailAt(a, p.publishRate, t2).tail;
+  return { tail, follower, logStart: Math.max(a.logStart, Math.min(tail - sim.config.retainMessages, follower)) };
+}
+
+/** The owner's log now, anchored or not, without touching the partition (a cheap read for the topology). */
+export function logNow(sim: ClusterSim, p: PartitionState): { tail: number; logStart: number } {
+  return p.anchor ? anchoredOffsets(sim, p, p.anchor) : { tail: p.tail, logStart: p.logStart };
+}
+
 /** Brings an anchored partition's offsets to now (no state change: the anchor still defines them). */
 export function materialize(sim: ClusterSim, p: PartitionState): void {
   const a = p.anchor;
   if (!a) return;
-  const { tail } = tailAt(a, p.publishRate, sim.now);
-  const t2 = sim.now - sim.config.tickMs;
-  const follower = t2 < a.at ? a.followerBase : tailAt(a, p.publishRate, t2).tail;
+  const { tail, follower, logStart } = anchoredOffsets(sim, p, a);
   p.tail = tail;
   p.prevTail = follower;
   p.replicas[p.owner]!.durable = tail;
@@ -31,7 +42,7 @@ export function materialize(sim: ClusterSim, p: PartitionState): void {
   if (live >= p.writeRequirement) {
     p.confirmedTail = Math.max(a.confirmed, p.writeRequirement <= 1 ? tail : follower);
   }
-  p.logStart = Math.max(a.logStart, Math.min(tail - sim.config.retainMessages, follower));
+  p.logStart = logStart;
 }
 
 export function activate(sim: ClusterSim, p: PartitionState): void {

@@ -15,7 +15,7 @@ import {
   type Topology,
 } from '../contract';
 import type { ClusterSim } from './sim';
-import { materialize } from './anchor';
+import { logNow, materialize } from './anchor';
 import { serving } from './replication';
 import type { NodeState, PartitionState, ReplicaState } from './types';
 
@@ -29,19 +29,14 @@ interface Rates {
   deliveryRate: number;
 }
 
-/** A partition's traffic now: its publish rate while the owner serves, nothing otherwise (consumers keep up). */
-function partitionRates(sim: ClusterSim, p: PartitionState): Rates {
-  const rate = serving(sim, p) ? p.publishRate : 0;
-  return { publishRate: rate, deliveryRate: rate };
-}
-
 /** Bytes of the owner's log from offset `from` to the tail; from below the log start, the whole history. */
-function bytesFrom(p: PartitionState, from: number): number {
-  return (p.tail - Math.max(from, p.logStart)) * p.messageBytes;
+function bytesFrom(log: { tail: number; logStart: number }, messageBytes: number, from: number): number {
+  return (log.tail - Math.max(Math.min(from, log.tail), log.logStart)) * messageBytes;
 }
 
 export function partitionRecord(sim: ClusterSim, p: PartitionState): Partition {
-  materialize(sim, p);
+  const log = logNow(sim, p);
+  const rate = serving(sim, p) ? p.publishRate : 0;
   return {
     id: p.id,
     kind: p.kind,
@@ -64,10 +59,11 @@ export function partitionRecord(sim: ClusterSim, p: PartitionState): Partition {
       removedAt,
       retainedUntil,
       // add-learner restarts a retained copy from its safe offset.
-      bytesToCatchUp: bytesFrom(p, Math.min(safeOffset, p.tail)),
+      bytesToCatchUp: bytesFrom(log, p.messageBytes, safeOffset),
     })),
-    historyBytes: bytesFrom(p, p.logStart),
-    ...partitionRates(sim, p),
+    historyBytes: bytesFrom(log, p.messageBytes, log.logStart),
+    publishRate: rate,
+    deliveryRate: rate,
   };
 }
 
@@ -77,18 +73,22 @@ export function topology(sim: ClusterSim): Topology {
   return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions };
 }
 
-/** A node's rates are the sums over the partitions it owns. */
+/**
+ * A partition's traffic is its publish rate while the owner serves, nothing otherwise, delivered as published
+ * (consumers keep up); a node's rates are the sums over the partitions it owns.
+ */
 export function nodesView(sim: ClusterSim): NodesView {
-  const rates = new Map<string, Rates>();
+  const rates = new Map<string, number>();
   for (const p of sim.partitions.values()) {
-    const r = partitionRates(sim, p);
-    const sum = rates.get(p.owner) ?? { publishRate: 0, deliveryRate: 0 };
-    rates.set(p.owner, { publishRate: sum.publishRate + r.publishRate, deliveryRate: sum.deliveryRate + r.deliveryRate });
+    if (serving(sim, p)) rates.set(p.owner, (rates.get(p.owner) ?? 0) + p.publishRate);
   }
   return {
     generation: sim.generation,
     now: sim.now,
-    nodes: [...sim.nodes.values()].map((n) => nodeView(n, rates.get(n.id) ?? { publishRate: 0, deliveryRate: 0 })),
+    nodes: [...sim.nodes.values()].map((n) => {
+      const rate = rates.get(n.id) ?? 0;
+      return nodeView(n, { publishRate: rate, deliveryRate: rate });
+    }),
   };
 }
 
