@@ -11,6 +11,10 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     about: 'reference cluster: guarded writes/s and latency over HTTP vs /healthz, 10k-partition simulation speed, database size',
     load: () => import('./cluster'),
   },
+  planner: {
+    about: 'planner + move protocol on the stepped simulation: moves, bytes, convergence vs lower bounds and two baselines; plan time at 1,000 nodes / 100,000 partitions',
+    load: () => import('./planner'),
+  },
   moves: {
     about: 'N concurrent follower moves (--n 50,200): moves/min, orchestration overhead, history events, worker CPU and RSS, vs a direct baseline',
     load: () => import('./moves'),

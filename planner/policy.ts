@@ -11,8 +11,8 @@ import type { PlanInput, PlannerConfig, Proposal } from './types';
 /** Receivers tried per partition besides those holding a retained copy: the least loaded ones. */
 const RECEIVERS_PER_PARTITION = 8;
 /**
- * Sources searched per proposal, most loaded first: past them a move would come from a node near the mean, and
- * bounding the search keeps a tick fast on a large cluster where most candidates fail the rules.
+ * Sources (most loaded first) and receivers (least loaded first) searched per proposal: past them a move would
+ * involve a node near the mean, and bounding the search keeps a tick fast on a large cluster.
  */
 const SOURCES_PER_PROPOSAL = 64;
 
@@ -35,6 +35,25 @@ export interface Tick {
 }
 
 const f2 = (x: number): string => x.toFixed(3);
+
+/** The `k` items with the smallest keys, in ascending order, without sorting them all. */
+function smallest(items: NodeState[], key: (n: NodeState) => number, k: number): NodeState[] {
+  const out: NodeState[] = [];
+  const keys: number[] = [];
+  for (const it of items) {
+    const v = key(it);
+    if (out.length === k && v >= keys[k - 1]!) continue;
+    let i = out.length === k ? k - 1 : out.length;
+    while (i > 0 && keys[i - 1]! > v) {
+      out[i] = out[i - 1]!;
+      keys[i] = keys[i - 1]!;
+      i--;
+    }
+    out[i] = it;
+    keys[i] = v;
+  }
+  return out;
+}
 
 interface Candidate {
   p: PartState;
@@ -222,22 +241,24 @@ export class TickPlanner {
   balanceFollowers(): void {
     const { threshold: t, minImprovement } = this.ctx.config;
     while (this.free > 0) {
-      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0);
-      const receivers = this.st.nodes.filter((n) => this.receiverOk(n) && this.recvDev(n) < 0);
-      sources.sort((a, b) => this.dev(b) - this.dev(a));
-      receivers.sort((a, b) => this.recvDev(a) - this.recvDev(b));
+      const allReceivers = this.st.nodes.filter((n) => this.receiverOk(n) && this.recvDev(n) < 0);
+      const sources = smallest(
+        this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0),
+        (n) => -this.dev(n),
+        SOURCES_PER_PROPOSAL,
+      );
+      const receivers = smallest(allReceivers, (n) => this.recvDev(n), SOURCES_PER_PROPOSAL);
       const over = sources.length > 0 && this.dev(sources[0]!) > t;
-      const under = receivers.length > 0 && this.recvDev(receivers[0]!) < -t;
-      if ((!over && !under) || receivers.length === 0) {
+      if (sources.length === 0 || receivers.length === 0 || !this.outsideBand(this.dev(sources[0]!), this.recvDev(receivers[0]!))) {
         this.noteOutsideBand();
         return;
       }
-      const isReceiver = new Set(receivers.map((r) => r.index));
-      const minRecvCap = Math.min(...receivers.map((r) => r.cap));
+      let minRecvCap = Infinity;
+      for (const r of allReceivers) minRecvCap = Math.min(minRecvCap, r.cap);
       let best: Candidate | null = null;
       // Retained copies first, whichever source they would relieve: they win ties, and the scan below stops at the
       // first source with a candidate.
-      for (const r of receivers) {
+      for (const r of allReceivers) {
         for (const pi of this.st.retainedOn.get(r.index) ?? []) {
           const p = this.st.parts[pi]!;
           if (!this.partFree(p)) continue;
@@ -249,11 +270,9 @@ export class TickPlanner {
           }
         }
       }
-      let scanned = 0;
       for (const s of sources) {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
-        if (++scanned > SOURCES_PER_PROPOSAL) break;
         const ds = this.dev(s);
         for (const pi of s.parts) {
           const p = this.st.parts[pi]!;
@@ -262,7 +281,7 @@ export class TickPlanner {
           const dS = ds + this.st.copyDelta(p, s, false, -1);
           for (const rn of p.retained?.keys() ?? []) {
             const r = this.st.nodes[rn]!;
-            if (isReceiver.has(rn) && this.canReceive(p, r, s)) best = this.better(best, p, s, r, ds, dS);
+            if (this.receiverOk(r) && this.recvDev(r) < 0 && this.canReceive(p, r, s)) best = this.better(best, p, s, r, ds, dS);
           }
           let k = 0;
           for (const r of receivers) {
@@ -287,16 +306,27 @@ export class TickPlanner {
 
   /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
   better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
-    const { threshold: t, minImprovement } = this.ctx.config;
+    const { minImprovement } = this.ctx.config;
     const dr = this.dev(r);
-    if (ds <= t && this.recvDev(r) >= -t) return best;
+    if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
-    if (imp < minImprovement) return best;
+    if (!this.improves(imp)) return best;
     const bytes = this.st.bytesTo(p, r.index);
-    // A tie goes to the cheaper copy (a retained one).
-    if (best === null || imp > best.imp + minImprovement || (imp >= best.imp - minImprovement && bytes < best.bytes))
-      return { p, s, r, imp, bytes };
+    // Improvements within a tenth of each other (or one margin) are a tie, and the cheaper copy (a retained one) wins it.
+    const tie = Math.max(minImprovement, 0.1 * Math.max(imp, best?.imp ?? 0));
+    if (best === null || imp > best.imp + tie || (imp >= best.imp - tie && bytes < best.bytes)) return { p, s, r, imp, bytes };
     return best;
+  }
+
+  /** The margin rule: a move must lower its pair's spread by at least minImprovement. */
+  improves(imp: number): boolean {
+    return imp >= this.ctx.config.minImprovement;
+  }
+
+  /** The band rule: a move between a node `ds` above the mean and one `dr` below it needs one of them outside the band. */
+  outsideBand(ds: number, dr: number): boolean {
+    const t = this.ctx.config.threshold;
+    return ds > t || dr < -t;
   }
 
   /** A node outside the band that no move can serve: say why (cooling down, no transfer slot, rejoining). */
@@ -314,7 +344,7 @@ export class TickPlanner {
 
   /** Owner handoffs to an admitted follower, by owned partitions per capacity, under the same two-sided band rule. */
   balanceOwners(): void {
-    const { threshold: t, minImprovement } = this.ctx.config;
+    const t = this.ctx.config.threshold;
     const mo = this.st.meanOwned();
     if (mo <= 0) return;
     const od = (n: NodeState): number => this.st.ownedDev(n, mo);
@@ -331,9 +361,9 @@ export class TickPlanner {
           for (const f of p.followers) {
             const d = this.st.nodes[f]!;
             const b = od(d);
-            if (!this.st.stays(d) || d.suspended || b >= 0 || (a <= t && b >= -t) || this.ctx.formerOwners.get(pi)?.has(f)) continue;
+            if (!this.st.stays(d) || d.suspended || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(pi)?.has(f)) continue;
             const imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(b + 1 / (d.cap * mo)));
-            if (imp < minImprovement) continue;
+            if (!this.improves(imp)) continue;
             // The totals must stay inside the band, or at least not spread further.
             const ts = this.dev(s);
             const td = this.dev(d);

@@ -66,3 +66,17 @@ export function ring(loaded: number, empty: number, perNode: number, rf = 3, ext
   }
   return topology(nodes, parts);
 }
+
+/** Each partition's copies (owner first) after carrying out `steps` in order. */
+export function applySteps(t: Topology, steps: { op: string; partition: string; from: string; to: string }[]): Map<string, string[]> {
+  const holders = new Map(t.partitions.map((p) => [p.id, [p.owner, ...p.followers, ...p.learners, ...(p.leaving === null ? [] : [p.leaving])]]));
+  for (const s of steps) {
+    const h = holders.get(s.partition)!;
+    if (s.op === 'follower_move') h[h.indexOf(s.from)] = s.to;
+    else {
+      h[h.indexOf(s.to)] = s.from;
+      h[0] = s.to;
+    }
+  }
+  return holders;
+}

@@ -1,16 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
-import { input, node, partition, ring, topology } from './planner-topology';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, predictMs, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
+import { applySteps, input, node, partition, ring, topology } from './planner-topology';
 
 const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG };
 
 /** Copies per node after applying `steps` to `t`. */
 function copiesAfter(t: Topology, steps: { op: string; partition: string; from: string; to: string }[]): Map<string, string[]> {
-  const holders = new Map(t.partitions.map((p) => [p.id, [p.owner, ...p.followers, ...p.learners]]));
-  for (const s of steps) if (s.op === 'follower_move') holders.set(s.partition, holders.get(s.partition)!.map((n) => (n === s.from ? s.to : n)));
   const byNode = new Map<string, string[]>(t.nodes.map((n) => [n.id, []]));
-  for (const [p, ns] of holders) for (const n of ns) byNode.get(n)!.push(p);
+  for (const [p, ns] of applySteps(t, steps)) for (const n of ns) byNode.get(n)!.push(p);
   return byNode;
 }
 
@@ -151,6 +149,19 @@ describe('planner: the policy', () => {
     }
     for (const [p, h] of holders) expect(h.has('n2'), p).toBe(false);
     expect(plan.steps.filter((s) => s.from === 'n2')[0]!.reason).toMatch(/^drain n2: owner handed to/);
+  });
+});
+
+describe('planner: predicted time', () => {
+  it('is the busiest receiver, or all bytes over the receivers the cluster limit lets run together', () => {
+    const move = (to: string, bytes: number) => ({ op: 'follower_move' as const, partition: 'q', from: 'n0', to, bytes, reason: '' });
+    const c = { ...config, syncBytesPerSec: 1000, maxTransfersPerCluster: 2 };
+    // One receiver: its bytes at its rate.
+    expect(predictMs([move('a', 3000), move('a', 1000)], c)).toBe(4000);
+    // Four receivers, two at a time: the whole volume over two.
+    expect(predictMs([move('a', 1000), move('b', 1000), move('c', 1000), move('d', 1000)], c)).toBe(2000);
+    // Handoffs copy nothing.
+    expect(predictMs([{ ...move('a', 0), op: 'owner_handoff' }], c)).toBe(0);
   });
 });
 

@@ -1,0 +1,365 @@
+/**
+ * `npm run bench -- planner`: the planner and the move protocol together on the reference cluster's stepped
+ * simulation (ClusterSim in-process, its clock stepped here, the guarded writes driven directly, no Temporal), one
+ * JSON line per scenario: what the planner did beside the scenario's lower bounds and two baselines on the same
+ * cluster (a full round-robin re-spread, a count-only greedy balancer). Then the time to plan 1,000 nodes /
+ * 100,000 partitions and of one tick. Lower bounds are derived in README.md ("Load score and planner").
+ */
+import { loadavg } from 'node:os';
+import type { Partition, Topology } from '../cluster/contract';
+import { ClusterSim } from '../cluster/sim/sim';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
+import { ClusterState } from '../planner/state';
+
+const TARGETS = { movesRatio: 1.05, bytesRatio: 1.05, convergeRatio: 1.2, fullPlanMs: 2000, tickMs: 100 };
+const RATE = 4 * 1024 * 1024;
+const STEP_MS = 100;
+/** Simulated time after which a scenario that has not converged is reported as such. */
+const GIVE_UP_MS = 6 * 3600_000;
+
+const round = (x: number, d = 3): number => Number(x.toFixed(d));
+
+interface Scenario {
+  name: string;
+  /** Nodes: [id, capacity, zone]; the first `loaded` hold the partitions at the start. */
+  nodes: [string, number, string][];
+  loaded: number;
+  partitions: number;
+  /** Messages of partition i (its size, 1 KiB each) and its publish rate. */
+  size: (i: number) => number;
+  rate: (i: number) => number;
+  draining?: string;
+  /** Drain this node first and bring it back: it rejoins holding retained copies. */
+  rejoin?: string;
+  config?: Partial<PlannerConfig>;
+}
+
+function nodes(n: number, from = 1, capacity = 1, zones = 1): [string, number, string][] {
+  return Array.from({ length: n }, (_, i) => [`n${from + i}`, capacity, `z${((from + i - 1) % zones) + 1}`]);
+}
+
+function build(s: Scenario): ClusterSim {
+  const sim = ClusterSim.create({ nodes: 0, partitions: 0, streams: 0, config: { perNodeLimit: 2, clusterLimit: 16, transferBytesPerSec: RATE, retainMessages: 1_000_000 } });
+  for (const [id, cap, zone] of s.nodes) sim.addNode(id, cap, zone);
+  const holders = s.nodes.slice(0, s.loaded);
+  const zoned = new Set(s.nodes.map((n) => n[2])).size > 1;
+  for (let i = 0; i < s.partitions; i++) {
+    const placed: string[] = [];
+    for (let k = 0; placed.length < 3; k++) {
+      const [id, , zone] = holders[(i + k) % holders.length]!;
+      if (zoned && placed.some((p) => s.nodes.find((n) => n[0] === p)![2] === zone)) continue;
+      placed.push(id);
+    }
+    sim.createPartition(`q-${i}`, 'queue', placed, { initialMessages: s.size(i), publishRate: s.rate(i), messageBytes: 1024 });
+  }
+  return sim;
+}
+
+interface Move extends Proposal {
+  stage: 'learner' | 'swapped' | 'closed';
+}
+
+function config(s: Scenario): PlannerConfig {
+  return { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 16, syncBytesPerSec: RATE, nodeCooldownMs: 0, partitionCooldownMs: 0, ...s.config };
+}
+
+/** Drives the planner's proposals through the guarded writes until the planner has nothing more to do. */
+function drive(sim: ClusterSim, cfg: PlannerConfig, draining: string[]) {
+  const moves = new Map<string, Move>();
+  const done: Proposal[] = [];
+  let peak = 0;
+  const start = sim.now;
+  let key = 0;
+  const w = (p: string, name: Parameters<ClusterSim['write']>[1], body: Record<string, unknown>) => {
+    const rec = sim.partitionView(p).partition;
+    return sim.write(p, name, { ...body, expectedGeneration: rec.generation, idempotencyKey: `b${(key += 1)}` } as never);
+  };
+  for (;;) {
+    for (const [p, m] of moves) {
+      if (m.op === 'follower_move') {
+        if (m.stage === 'learner' && w(p, 'swap', { learner: m.to, leaving: m.from }).ok) m.stage = 'swapped';
+        if (m.stage === 'swapped' && w(p, 'remove-leaving', { node: m.from }).ok) moves.delete(p);
+      } else {
+        const rec = sim.partitionView(p).partition;
+        const r = w(p, 'commit-owner', { newOwner: m.to, certificate: { finalBoundary: sim.partition(p).finalBoundary ?? 0, epoch: rec.epoch } });
+        if (r.ok) {
+          w(p, 'reopen-admission', {});
+          moves.delete(p);
+        }
+      }
+    }
+    const topology = sim.topology();
+    const inbound = new Map<string, number>();
+    for (const p of topology.partitions) for (const l of p.learners) inbound.set(l, (inbound.get(l) ?? 0) + 1);
+    peak = Math.max(peak, ...inbound.values(), 0);
+    const inFlight: InFlightMove[] = [...moves.values()].map((m) => ({
+      partition: m.partition,
+      op: m.op,
+      from: m.from,
+      to: m.to,
+      bytesRemaining: m.op === 'follower_move' ? (sim.progress(m.partition).replicas.find((r) => r.node === m.to)?.bytesRemaining ?? 0) : 0,
+    }));
+    const plan = planNow({ topology, inFlight, cooldowns: { nodes: {}, partitions: {} }, now: sim.now, draining }, cfg);
+    for (const s of plan.steps) {
+      if (s.op === 'follower_move') {
+        if (!w(s.partition, 'add-learner', { node: s.to }).ok) continue;
+        moves.set(s.partition, { ...s, stage: 'learner' });
+      } else {
+        if (!w(s.partition, 'close-admission', {}).ok) continue;
+        moves.set(s.partition, { ...s, stage: 'closed' });
+      }
+      done.push(s);
+    }
+    if ((moves.size === 0 && plan.steps.length === 0) || sim.now - start > GIVE_UP_MS) break;
+    sim.advance(STEP_MS);
+  }
+  return { steps: done, convergeMs: sim.now - start, peak, converged: moves.size === 0 };
+}
+
+/**
+ * Fewest moves and fewest bytes for one node to change its score by `need`, given the score change and bytes of
+ * each copy it could take or give (one per partition): largest changes first for moves, a fractional knapsack by
+ * bytes per unit of score for bytes.
+ */
+function cheapest(need: number, options: { delta: number; bytes: number }[]): { moves: number; bytes: number } {
+  let moves = 0;
+  let got = 0;
+  for (const o of [...options].sort((a, b) => b.delta - a.delta)) {
+    if (got >= need - 1e-12) break;
+    got += o.delta;
+    moves++;
+  }
+  let bytes = 0;
+  let left = need;
+  for (const o of [...options].sort((a, b) => a.bytes / a.delta - b.bytes / b.delta)) {
+    if (left <= 1e-12) break;
+    const take = Math.min(1, left / o.delta);
+    bytes += take * o.bytes;
+    left -= take * o.delta;
+  }
+  return { moves, bytes };
+}
+
+/** The fewest moves and bytes that bring every node within the threshold, and the bandwidth bound (README). */
+function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
+  const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
+  const t = cfg.threshold;
+  let gainMoves = 0;
+  let shedMoves = 0;
+  let bytes = 0;
+  let busiest = 0;
+  for (const n of st.nodes) {
+    if (!st.stays(n)) continue;
+    const dev = st.steady(n) - st.mean;
+    if (dev > t) {
+      const gives = [...n.parts].map((pi) => st.parts[pi]!).filter((p) => p.owner !== n.index);
+      shedMoves += cheapest(dev - t, gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 }))).moves;
+    }
+    if (dev >= -t) continue;
+    const takes = st.parts.filter((p) => !p.copies.includes(n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
+    const c = cheapest(-t - dev, takes);
+    gainMoves += c.moves;
+    bytes += c.bytes;
+    busiest = Math.max(busiest, c.bytes);
+  }
+  // Every copy on a draining node moves once (an owned one after its handoff), at the cheapest price a staying node could take it.
+  let drainMoves = 0;
+  for (const n of st.nodes) {
+    if (!n.draining || !n.live) continue;
+    for (const pi of n.parts) {
+      const p = st.parts[pi]!;
+      drainMoves++;
+      let c = p.bytes;
+      for (const [r, b] of p.retained ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
+      bytes += c;
+    }
+  }
+  const receivers = st.nodes.filter((n) => st.stays(n)).length;
+  const bandwidthMs = (1000 * Math.max(busiest, bytes / Math.min(cfg.maxTransfersPerCluster, receivers))) / RATE;
+  return { moves: Math.max(gainMoves, shedMoves) + drainMoves, bytes: Math.round(bytes), bandwidthMs: Math.round(bandwidthMs) };
+}
+
+/** The topology after a baseline's new placement: partition id -> copies, owner first. */
+function placed(t: Topology, placement: Map<string, string[]>): Topology {
+  return {
+    ...t,
+    partitions: t.partitions.map((p) => {
+      const c = placement.get(p.id)!;
+      return { ...p, owner: c[0]!, followers: c.slice(1), learners: [], leaving: null } satisfies Partition;
+    }),
+  };
+}
+
+function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<string, string[]>) {
+  const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
+  let moves = 0;
+  let bytes = 0;
+  for (const p of input.topology.partitions) {
+    const ps = st.parts[st.partIndex.get(p.id)!]!;
+    const before = new Set([p.owner, ...p.followers]);
+    for (const n of placement.get(p.id)!) {
+      if (before.has(n)) continue;
+      moves++;
+      bytes += st.bytesTo(ps, st.nodeIndex.get(n)!);
+    }
+  }
+  const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, new Set(input.draining ?? []));
+  return { moves, bytes, maxDeviation: round(after.spread()) };
+}
+
+/** Kafka's reassignment tool style: every partition re-spread round robin over the nodes that stay. */
+function roundRobin(input: PlanInput): Map<string, string[]> {
+  const draining = new Set(input.draining ?? []);
+  const ids = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
+  return new Map(input.topology.partitions.map((p, i) => [p.id, Array.from({ length: 1 + p.followers.length }, (_, k) => ids[(i + k) % ids.length]!)]));
+}
+
+/** Count-only greedy: a follower copy from the node with the most copies to the one with the fewest, until they differ by one. */
+function greedyCount(input: PlanInput): Map<string, string[]> {
+  const draining = new Set(input.draining ?? []);
+  const placement = new Map(input.topology.partitions.map((p) => [p.id, [p.owner, ...p.followers]]));
+  const stay = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
+  const held = new Map<string, string[]>(input.topology.nodes.map((n) => [n.id, []]));
+  for (const [p, c] of placement) for (const n of c) held.get(n)!.push(p);
+  // Draining nodes give every copy to the node with the fewest.
+  const fewest = (p: string): string | undefined => stay.filter((n) => !placement.get(p)!.includes(n)).sort((a, b) => held.get(a)!.length - held.get(b)!.length)[0];
+  const move = (p: string, from: string, to: string): void => {
+    const c = placement.get(p)!;
+    c[c.indexOf(from)] = to;
+    held.set(from, held.get(from)!.filter((x) => x !== p));
+    held.get(to)!.push(p);
+  };
+  for (const d of draining) for (const p of [...held.get(d)!]) { const to = fewest(p); if (to) move(p, d, to); }
+  for (;;) {
+    const sorted = [...stay].sort((a, b) => held.get(b)!.length - held.get(a)!.length);
+    const most = sorted[0]!;
+    const least = sorted.at(-1)!;
+    if (held.get(most)!.length - held.get(least)!.length <= 1) break;
+    const p = held.get(most)!.find((q) => placement.get(q)![0] !== most && !placement.get(q)!.includes(least));
+    if (p === undefined) break;
+    move(p, most, least);
+  }
+  return placement;
+}
+
+function runScenario(s: Scenario): Record<string, unknown> {
+  const cfg = config(s);
+  const sim = build(s);
+  if (s.rejoin !== undefined) {
+    sim.setDraining(s.rejoin, true, 'bench: leave retained copies');
+    drive(sim, cfg, []);
+    sim.setDraining(s.rejoin, false, 'bench: rejoin');
+  }
+  const draining = s.draining === undefined ? [] : [s.draining];
+  if (s.draining !== undefined) sim.setDraining(s.draining, true, 'bench: drain');
+  const input: PlanInput = { topology: sim.topology(), inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: sim.now, draining };
+  const lb = lowerBounds(input, cfg);
+  const run = drive(sim, cfg, draining);
+  const end = scoreNodes({ ...input, topology: sim.topology(), now: sim.now }, cfg);
+  const live = end.nodes.filter((n) => n.live && !n.draining);
+  const devs = live.map((n) => Math.abs(n.total - end.mean));
+  const moves = run.steps.filter((x) => x.op === 'follower_move');
+  const bytes = moves.reduce((a, x) => a + x.bytes, 0);
+  const leftOnDrained = s.draining === undefined ? 0 : sim.topology().partitions.filter((p) => [p.owner, ...p.followers].includes(s.draining!)).length;
+  return {
+    scenario: s.name,
+    replicaMoves: moves.length,
+    ownerHandoffs: run.steps.length - moves.length,
+    bytesMoved: bytes,
+    convergeMs: run.convergeMs,
+    converged: run.converged,
+    maxDeviation: round(Math.max(...devs)),
+    outsideThreshold: devs.filter((d) => d > cfg.threshold + 1e-9).length,
+    ...(s.draining === undefined ? {} : { copiesLeftOnDrained: leftOnDrained }),
+    peakTransfersPerNode: run.peak,
+    lowerBound: lb,
+    ratios: {
+      moves: lb.moves > 0 ? round(moves.length / lb.moves) : null,
+      bytes: lb.bytes > 0 ? round(bytes / lb.bytes) : null,
+      converge: lb.bandwidthMs > 0 ? round(run.convergeMs / lb.bandwidthMs) : null,
+    },
+    targets: { ...TARGETS, outsideThreshold: 0, peakTransfersPerNode: cfg.maxTransfersPerNode, threshold: cfg.threshold },
+    baselines: { roundRobin: baselineFigures(input, cfg, roundRobin(input)), greedyCount: baselineFigures(input, cfg, greedyCount(input)) },
+  };
+}
+
+/** 1,000 nodes and 100,000 partitions (990 loaded, 10 joining): planning time only. */
+function large(): Topology {
+  const ids = Array.from({ length: 1000 }, (_, i) => `n${i}`);
+  const nodeRecs = ids.map((id) => ({ id, processId: `${id}-p`, storageInstance: `${id}-s`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false }));
+  const partitions: Partition[] = Array.from({ length: 100_000 }, (_, i) => {
+    const c = [0, 1, 2].map((k) => ids[(i + k) % 990]!);
+    return {
+      id: `q-${i}`,
+      kind: 'queue',
+      owner: c[0]!,
+      followers: c.slice(1),
+      learners: [],
+      leaving: null,
+      epoch: 1,
+      generation: 1,
+      replicationFactor: 3,
+      durability: { mode: 'majority_durable' },
+      writeRequirement: 2,
+      history: c.map((node) => ({ node, processId: `${node}-p`, storageInstance: `${node}-s`, suspended: false })),
+      pendingRecovery: null,
+      admission: 'open',
+      boundary: null,
+      retainedCopies: [],
+      historyBytes: 1_000_000 + (i % 97) * 10_000,
+      publishRate: 10 + (i % 13),
+      deliveryRate: 10 + (i % 7),
+    };
+  });
+  return { contractVersion: '1', generation: 1, now: 0, nodes: nodeRecs, partitions };
+}
+
+function timing(): Record<string, unknown> {
+  const topology = large();
+  const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 };
+  const cpuMs = (f: () => void): { wallMs: number; cpuMs: number } => {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    f();
+    const c = process.cpuUsage(c0);
+    return { wallMs: round(performance.now() - t0, 1), cpuMs: round((c.user + c.system) / 1000, 1) };
+  };
+  planNow(input, DEFAULT_PLANNER_CONFIG);
+  let steps = 0;
+  const tick = cpuMs(() => planNow(input, DEFAULT_PLANNER_CONFIG));
+  const full = cpuMs(() => (steps = planToConvergence(input, DEFAULT_PLANNER_CONFIG).steps.length));
+  return {
+    scenario: '1000-nodes-100k-partitions',
+    nodes: 1000,
+    partitions: 100_000,
+    fullPlan: { ...full, steps, target: TARGETS.fullPlanMs },
+    tick: { ...tick, target: TARGETS.tickMs },
+    // Seven helpers share two cores while this runs: the load average says how contended the wall times are.
+    loadAverage: round(loadavg()[0]!, 2),
+  };
+}
+
+const uniform = (): number => 2000;
+const flat = (): number => 2;
+/** Skewed: a few partitions 20 times larger and hotter than the rest. */
+const hotSize = (i: number): number => (i % 17 === 0 ? 40_000 : 2000);
+const hotRate = (i: number): number => (i % 17 === 0 ? 100 : 2);
+
+const SCENARIOS: Scenario[] = [
+  { name: 'join-1-into-10', nodes: nodes(11), loaded: 10, partitions: 200, size: uniform, rate: flat },
+  { name: 'join-3-into-100', nodes: nodes(103), loaded: 100, partitions: 1000, size: uniform, rate: flat, config: { threshold: 0.1 } },
+  { name: 'drain-1-of-20', nodes: nodes(20), loaded: 20, partitions: 200, size: uniform, rate: flat, draining: 'n7' },
+  { name: 'hot-partitions', nodes: nodes(11), loaded: 10, partitions: 200, size: hotSize, rate: hotRate },
+  { name: 'mixed-capacities', nodes: [...nodes(8), ...nodes(2, 9, 2)], loaded: 8, partitions: 200, size: uniform, rate: flat },
+  { name: 'zones', nodes: nodes(12, 1, 1, 3), loaded: 9, partitions: 180, size: uniform, rate: flat },
+  { name: 'rejoin-with-retained-copies', nodes: nodes(10), loaded: 10, partitions: 200, size: uniform, rate: flat, rejoin: 'n10' },
+];
+
+export async function run(args: string[]): Promise<void> {
+  const only = args.find((a) => !a.startsWith('-'));
+  for (const s of SCENARIOS) {
+    if (only !== undefined && !s.name.includes(only)) continue;
+    console.log(JSON.stringify(runScenario(s)));
+  }
+  if (only === undefined || 'large'.includes(only)) console.log(JSON.stringify(timing()));
+}

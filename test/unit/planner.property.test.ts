@@ -1,0 +1,315 @@
+/**
+ * The planner's rules as properties over random clusters (fast-check). Each property is also run against a
+ * mutant, the planner with that one rule taken out (a method of TickPlanner or ClusterState replaced from this
+ * file), and must fail there: a property that cannot fail guards nothing.
+ */
+import fc from 'fast-check';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Node, Partition, Topology } from '../../cluster/contract';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, type InFlightMove, type Plan, type PlanInput, type PlannerConfig } from '../../planner';
+import { TickPlanner } from '../../planner/policy';
+import { ClusterState, type NodeState } from '../../planner/state';
+import { applySteps, node, partition, topology } from './planner-topology';
+
+const RUNS = 150;
+
+interface Case {
+  input: PlanInput;
+  config: PlannerConfig;
+}
+
+const busyKinds = ['learner', 'leaving', 'closed', 'suspended', 'stream'] as const;
+
+interface Options {
+  /** Probability weight of a busy partition, a dead/draining node, a cooldown, a move in flight. */
+  noise: boolean;
+  zones: boolean;
+}
+
+/** `arb` once in `1 + none` cases, null otherwise. */
+function sometimes<T>(arb: fc.Arbitrary<T>, none: number): fc.Arbitrary<T | null> {
+  return fc.oneof({ arbitrary: fc.constant(null), weight: none }, { arbitrary: arb, weight: 1 });
+}
+
+function arbCase(o: Options): fc.Arbitrary<Case> {
+  return fc
+    .record({
+      n: fc.integer({ min: 3, max: 9 }),
+      zones: o.zones ? fc.integer({ min: 1, max: 3 }) : fc.constant(1),
+      caps: fc.array(fc.constantFrom(1, 1, 2, 3), { minLength: 9, maxLength: 9 }),
+      empty: fc.integer({ min: 0, max: 3 }),
+      parts: fc.array(
+        fc.record({
+          seeds: fc.array(fc.nat(), { minLength: 3, maxLength: 3 }),
+          rf: fc.integer({ min: 1, max: 3 }),
+          bytes: fc.integer({ min: 1000, max: 300_000_000 }),
+          pub: fc.integer({ min: 0, max: 100 }),
+          del: fc.integer({ min: 0, max: 100 }),
+          busy: o.noise ? sometimes(fc.constantFrom(...busyKinds), 6) : fc.constant(null),
+          retained: sometimes(fc.nat(), 3),
+        }),
+        { minLength: 5, maxLength: 60 },
+      ),
+      recovery: o.noise ? sometimes(fc.nat(), 4) : fc.constant(null),
+      dead: o.noise ? sometimes(fc.nat(), 3) : fc.constant(null),
+      draining: o.noise ? sometimes(fc.nat(), 3) : fc.constant(null),
+      inFlight: o.noise ? fc.array(fc.tuple(fc.nat(), fc.nat(), fc.integer({ min: 0, max: 1e8 })), { maxLength: 6 }) : fc.constant([]),
+      coolNodes: o.noise ? fc.array(fc.nat(), { maxLength: 3 }) : fc.constant<number[]>([]),
+      coolParts: o.noise ? fc.array(fc.nat(), { maxLength: 6 }) : fc.constant<number[]>([]),
+      threshold: fc.constantFrom(0.05, 0.1, 0.2, 0.4),
+      minImprovement: fc.constantFrom(0.0005, 0.002, 0.01),
+      perNode: fc.integer({ min: 1, max: 3 }),
+      cluster: fc.integer({ min: 1, max: 12 }),
+    })
+    .map((r) => {
+      const nodes: Node[] = Array.from({ length: r.n }, (_, i) => node(`n${i}`, { capacity: r.caps[i]!, zone: `z${i % r.zones}` }));
+      // The last `empty` nodes start empty (joined); the others hold the copies.
+      const holders = Math.max(1, r.n - r.empty);
+      const parts: Partition[] = r.parts.map((q, i) => {
+        const picked: string[] = [];
+        for (let k = 0; picked.length < Math.min(q.rf, holders) && k < 3 * holders; k++) {
+          const id = `n${(q.seeds[k % 3]! + k) % holders}`;
+          if (!picked.includes(id)) picked.push(id);
+        }
+        const p = partition(`q-${i}`, picked[0]!, picked.slice(1), { historyBytes: q.bytes, publishRate: q.pub, deliveryRate: q.del });
+        if (q.retained !== null) {
+          const on = `n${q.retained % r.n}`;
+          if (!picked.includes(on)) p.retainedCopies = [{ node: on, durableOffset: 0, removedAt: 0, retainedUntil: 1e12, bytesToCatchUp: q.bytes >> 3 }];
+        }
+        const other = nodes.find((n) => !picked.includes(n.id))?.id;
+        if (q.busy === 'learner' && other) p.learners = [other];
+        if (q.busy === 'leaving' && other) p.leaving = other;
+        if (q.busy === 'closed') p.admission = 'closed';
+        if (q.busy === 'stream') p.kind = 'stream';
+        if (q.busy === 'suspended' && p.followers.length > 0) p.history.find((h) => h.node === p.followers[0])!.suspended = true;
+        return p;
+      });
+      if (r.recovery !== null) {
+        const p = parts[r.recovery % parts.length]!;
+        p.pendingRecovery = { epoch: 1, openedAt: 0, reason: 'owner lost', failedOwner: p.owner };
+      }
+      if (r.dead !== null) nodes[r.dead % r.n]!.live = false;
+      if (r.draining !== null) nodes[r.draining % r.n]!.draining = true;
+      const inFlight: InFlightMove[] = [];
+      for (const [pi, to, bytes] of r.inFlight) {
+        const p = parts[pi % parts.length]!;
+        if (inFlight.some((m) => m.partition === p.id) || p.followers.length === 0) continue;
+        const target = nodes[to % r.n]!.id;
+        if ([p.owner, ...p.followers, ...p.learners].includes(target)) continue;
+        p.learners = [target];
+        inFlight.push({ partition: p.id, op: 'follower_move', from: p.followers[0]!, to: target, bytesRemaining: bytes });
+      }
+      const t: Topology = topology(nodes, parts);
+      const cooldowns = {
+        nodes: Object.fromEntries(r.coolNodes.map((i) => [`n${i % r.n}`, 1000])),
+        partitions: Object.fromEntries(r.coolParts.map((i) => [`q-${i % parts.length}`, 1000])),
+      };
+      const config: PlannerConfig = {
+        ...DEFAULT_PLANNER_CONFIG,
+        threshold: r.threshold,
+        minImprovement: r.minImprovement,
+        maxTransfersPerNode: r.perNode,
+        maxTransfersPerCluster: r.cluster,
+      };
+      return { input: { topology: t, inFlight, cooldowns, now: 0 }, config };
+    });
+}
+
+const noisy = arbCase({ noise: true, zones: true });
+
+/** Pairs of copies of one partition in one zone. */
+function sameZonePairs(copies: string[], zone: Map<string, string>): number {
+  let pairs = 0;
+  for (let i = 0; i < copies.length; i++) for (let j = i + 1; j < copies.length; j++) if (zone.get(copies[i]!) === zone.get(copies[j]!)) pairs++;
+  return pairs;
+}
+
+/** Every hard rule one tick must keep; returns the first one broken, in words. */
+function tickViolation({ input, config }: Case, plan: Plan): string | null {
+  const t = input.topology;
+  const nodes = new Map(t.nodes.map((n) => [n.id, n]));
+  const parts = new Map(t.partitions.map((p) => [p.id, p]));
+  if (plan.steps.length > 0 && t.partitions.some((p) => p.pendingRecovery !== null)) return 'a proposal while a recovery is pending';
+  if (plan.steps.length > 0 && input.inFlight.length + plan.steps.length > config.maxTransfersPerCluster) return 'cluster limit exceeded';
+  const inbound = new Map<string, number>();
+  for (const m of input.inFlight) inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
+  const zone = new Map(t.nodes.map((n) => [n.id, n.zone]));
+  const seen = new Set<string>();
+  for (const s of plan.steps) {
+    const p = parts.get(s.partition)!;
+    if (seen.has(s.partition)) return `${s.partition} proposed twice in one tick`;
+    seen.add(s.partition);
+    if ((input.cooldowns.partitions[s.partition] ?? 0) > input.now) return `${s.partition} is cooling down`;
+    const from = nodes.get(s.from)!;
+    if (!from.draining && (input.cooldowns.nodes[s.from] ?? 0) > input.now) return `${s.from} is cooling down`;
+    const to = nodes.get(s.to)!;
+    if (!to.live || to.draining) return `${s.to} is dead or draining`;
+    if (p.history.some((h) => h.suspended) || t.partitions.some((q) => q.history.some((h) => h.node === s.to && h.suspended)))
+      return `${s.to} is rejoining or ${s.partition} has a suspended copy`;
+    if (p.learners.length > 0 || p.leaving !== null || p.admission === 'closed' || p.kind === 'stream') return `${s.partition} has a change in flight`;
+    if (input.inFlight.some((m) => m.partition === s.partition)) return `${s.partition} has a move in flight`;
+    if (s.op === 'owner_handoff') {
+      if (p.owner !== s.from || !p.followers.includes(s.to)) return `handoff ${s.partition} ${s.from}->${s.to} is not owner to follower`;
+      continue;
+    }
+    if (!p.followers.includes(s.from)) return `${s.from} is not a follower of ${s.partition}`;
+    const n = (inbound.get(s.to) ?? 0) + 1;
+    if (n > config.maxTransfersPerNode) return `${s.to} gets ${n} transfers, limit ${config.maxTransfersPerNode}`;
+    inbound.set(s.to, n);
+    const before = [p.owner, ...p.followers];
+    const after = before.map((c) => (c === s.from ? s.to : c));
+    if (before.includes(s.to)) return `${s.to} already holds ${s.partition}`;
+    if (sameZonePairs(after, zone) > sameZonePairs(before, zone)) return `${s.partition} gets two copies in zone ${zone.get(s.to)}`;
+  }
+  return null;
+}
+
+/** Runs `property` and says whether fast-check found a counterexample. */
+function fails<T>(arb: fc.Arbitrary<T>, predicate: (v: T) => boolean, numRuns = RUNS): boolean {
+  return fc.check(fc.property(arb, predicate), { numRuns, seed: 7, endOnFailure: true }).failed;
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe('planner properties: one tick keeps every hard rule', () => {
+  const holds = (c: Case): boolean => tickViolation(c, planNow(c.input, c.config)) === null;
+
+  it('no proposal breaks a transfer limit, a zone, a cooldown, the recovery pause, or touches a partition with a change in flight', () => {
+    let proposed = 0;
+    let paused = 0;
+    fc.assert(
+      fc.property(noisy, (c) => {
+        const plan = planNow(c.input, c.config);
+        if (plan.steps.length > 0) proposed++;
+        if (plan.idleReason?.startsWith('recovery pending')) paused++;
+        const v = tickViolation(c, plan);
+        if (v !== null) throw new Error(v);
+      }),
+      { numRuns: RUNS * 2, seed: 7 },
+    );
+    // The generator reaches both sides: ticks that propose and ticks the recovery pause stops.
+    expect(proposed).toBeGreaterThan(RUNS / 4);
+    expect(paused).toBeGreaterThan(RUNS / 10);
+  });
+
+  it.each([
+    ['per-node transfer limit', () => vi.spyOn(TickPlanner.prototype, 'receiverOk').mockImplementation((n: NodeState) => n.live && !n.draining && !n.suspended)],
+    ['zones', () => vi.spyOn(TickPlanner.prototype, 'canReceive').mockImplementation(function (this: TickPlanner, p, to) {
+      return !p.copies.includes(to.index);
+    })],
+    ['node cooldowns', () => vi.spyOn(TickPlanner.prototype, 'cooling').mockReturnValue(false)],
+    ['partition cooldowns and changes in flight', () => vi.spyOn(TickPlanner.prototype, 'partFree').mockReturnValue(true)],
+    ['recovery pause', () => vi.spyOn(TickPlanner.prototype, 'paused').mockReturnValue(null)],
+  ])('fails with the rule on %s taken out', (_rule, mutate) => {
+    mutate();
+    expect(fails(noisy, holds, RUNS * 2)).toBe(true);
+  });
+});
+
+/** Owned partitions per capacity relative to the mean, largest |deviation|, over live nodes. */
+function ownedSpread(t: Topology): number {
+  const owned = new Map<string, number>(t.nodes.map((n) => [n.id, 0]));
+  for (const p of t.partitions) owned.set(p.owner, owned.get(p.owner)! + 1);
+  const live = t.nodes.filter((n) => n.live && !n.draining);
+  const mean = t.partitions.length / live.reduce((a, n) => a + n.capacity, 0);
+  return Math.max(...live.map((n) => Math.abs(owned.get(n.id)! / n.capacity / mean - 1)));
+}
+
+describe('planner properties: no oscillation', () => {
+  const quiet = arbCase({ noise: false, zones: true });
+  /** The same cluster with the threshold just above its spreads: every node is within it. */
+  const withinBand = quiet.map((c) => {
+    const spread = planNow(c.input, c.config).spreadBefore;
+    const threshold = Math.max(spread, ownedSpread(c.input.topology)) + 1e-9;
+    return { ...c, config: { ...c.config, threshold } };
+  });
+  const holds = (c: Case): boolean => planNow(c.input, c.config).steps.length === 0;
+
+  it('a cluster within the threshold gets no proposal', () => {
+    fc.assert(fc.property(withinBand, holds), { numRuns: RUNS, seed: 7 });
+  });
+
+  it('fails with the band rule taken out', () => {
+    vi.spyOn(TickPlanner.prototype, 'outsideBand').mockReturnValue(true);
+    expect(fails(withinBand, holds)).toBe(true);
+  });
+});
+
+describe('planner properties: planning to convergence', () => {
+  /** No replica moves twice or back: a node that received a copy never gives it, one that gave it never takes it back. */
+  function movesOnce(c: Case): boolean {
+    const plan = planToConvergence(c.input, { ...c.config, maxTransfersPerCluster: 3 });
+    const gave = new Set<string>();
+    const got = new Set<string>();
+    const owned = new Set<string>();
+    for (const s of plan.steps) {
+      if (s.op === 'owner_handoff') {
+        if (owned.has(`${s.partition}/${s.to}`)) return false;
+        owned.add(`${s.partition}/${s.from}`);
+        continue;
+      }
+      if (got.has(`${s.partition}/${s.from}`) || gave.has(`${s.partition}/${s.to}`)) return false;
+      gave.add(`${s.partition}/${s.from}`);
+      got.add(`${s.partition}/${s.to}`);
+    }
+    return true;
+  }
+
+  it('never moves the same replica twice or back, and ends', () => {
+    fc.assert(fc.property(noisy, movesOnce), { numRuns: RUNS, seed: 7 });
+  });
+
+  // Two rules guard it: the memory of moved replicas, and the margin (every move lowers the cluster's spread, so
+  // undoing one never improves it). Either alone keeps the property; with both out, moves go back and forth.
+  it('fails with the memory of moved replicas and the margin taken out', () => {
+    vi.spyOn(TickPlanner.prototype, 'remember').mockImplementation(() => undefined);
+    vi.spyOn(TickPlanner.prototype, 'improves').mockReturnValue(true);
+    expect(fails(noisy, movesOnce, 40)).toBe(true);
+  });
+
+  /** Uniform partitions on nodes of mixed capacities: at convergence copies per capacity are within the band. */
+  const mixed = fc
+    .record({ caps: fc.array(fc.constantFrom(1, 2, 3), { minLength: 5, maxLength: 9 }), perCap: fc.integer({ min: 12, max: 24 }), loaded: fc.nat() })
+    // Feasible only when no node's share exceeds one copy of every partition (three copies each).
+    .filter(({ caps }) => Math.max(...caps) * 3 <= 0.8 * caps.reduce((a, b) => a + b, 0))
+    .map(({ caps, perCap, loaded }) => {
+      const nodes = caps.map((capacity, i) => node(`n${i}`, { capacity }));
+      // Copies spread evenly by count, ignoring capacity, over every node or all but a new empty one.
+      const holders = caps.length - (loaded % 2);
+      const count = Math.round((perCap * caps.reduce((a, b) => a + b, 0)) / 3);
+      const parts = Array.from({ length: count }, (_, i) => {
+        const o = i % holders;
+        const f = [(o + 1) % holders, (o + 2) % holders].map((x) => `n${x}`);
+        return partition(`q-${i}`, `n${o}`, f, { historyBytes: 1e6, publishRate: 10, deliveryRate: 10 });
+      });
+      return { topology: topology(nodes, parts), config: { ...DEFAULT_PLANNER_CONFIG, threshold: 0.15, maxTransfersPerCluster: 50, maxTransfersPerNode: 10 } };
+    });
+
+  function capacityRespected(m: { topology: Topology; config: PlannerConfig }): boolean {
+    const plan = planToConvergence({ topology: m.topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 }, m.config);
+    const count = new Map<string, number>(m.topology.nodes.map((n) => [n.id, 0]));
+    for (const copies of applySteps(m.topology, plan.steps).values()) for (const n of copies) count.set(n, count.get(n)! + 1);
+    const total = [...count.values()].reduce((a, b) => a + b, 0);
+    const capSum = m.topology.nodes.reduce((a, n) => a + n.capacity, 0);
+    // Within the band plus one copy of granularity either way (a copy is at most 1/12 of a node's share here).
+    return m.topology.nodes.every((n) => Math.abs(count.get(n.id)! / n.capacity / (total / capSum) - 1) <= m.config.threshold + 2 / 12 + 0.05);
+  }
+
+  it('respects capacities at convergence: copies per capacity end within the band', () => {
+    fc.assert(fc.property(mixed, capacityRespected), { numRuns: 60, seed: 7 });
+  });
+
+  it('fails with capacities ignored', () => {
+    const steady = ClusterState.prototype.steady;
+    const copyDelta = ClusterState.prototype.copyDelta;
+    vi.spyOn(ClusterState.prototype, 'steady').mockImplementation(function (this: ClusterState, n) {
+      return steady.call(this, n) * n.cap;
+    });
+    vi.spyOn(ClusterState.prototype, 'copyDelta').mockImplementation(function (this: ClusterState, p, n, owner, sign) {
+      return copyDelta.call(this, p, n, owner, sign) * n.cap;
+    });
+    expect(fails(mixed, capacityRespected, 60)).toBe(true);
+  });
+});
