@@ -19,6 +19,8 @@ export const AdminEnvSchema = z.object({
   ADMIN_TOKEN: z.string().min(16, 'expected at least 16 characters').optional(),
   /** The Temporal Web UI that move links point at; the dev server's UI by default. */
   TEMPORAL_UI_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for example http://127.0.0.1:8233' }).optional(),
+  /** The Temporal SDK's worker metrics (Prometheus) on 127.0.0.1; `npm start` defaults it, `npm run worker` serves them only when set. */
+  WORKER_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
 });
 export type AdminEnv = z.infer<typeof AdminEnvSchema>;
 

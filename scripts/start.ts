@@ -8,6 +8,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { loadAdminEnv, startAdminService } from '../admin/main';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
@@ -17,16 +18,16 @@ import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
 
-const [env, settings] = (() => {
+const [env, settings, adminEnv] = (() => {
   try {
     const loaded = loadEnv();
-    return [loaded, rebalancerSettings(loaded)] as const;
+    return [loaded, rebalancerSettings(loaded), loadAdminEnv()] as const;
   } catch (err) {
     return exitOnConfigError(err);
   }
 })();
 const logger = createLogger(env.LOG_LEVEL, 'start', env.LOG_FORMAT);
-installRuntimeLogger(logger);
+const workerMetricsPort = adminEnv.WORKER_METRICS_PORT ?? 9464;
 const dataDir = path.resolve(PROJECT_ROOT, env.DATA_DIR);
 
 /** Aborted when stopping begins: a child still starting is stopped by its own start function. */
@@ -99,7 +100,7 @@ function running(pid: number): boolean {
 }
 
 /** The local ports this run would listen on, with the variable that moves each one. */
-function ownPorts(): { port: number; variable: string; what: string; instead: string }[] {
+function ownPorts(): { port: number; variable: string; what: string; instead?: string }[] {
   return [
     ...(env.TEMPORAL_ADDRESS
       ? []
@@ -108,6 +109,8 @@ function ownPorts(): { port: number; variable: string; what: string; instead: st
           { port: env.TEMPORAL_UI_PORT, variable: 'TEMPORAL_UI_PORT', what: "the Temporal dev server's Web UI", instead: 'TEMPORAL_ADDRESS=host:port' },
         ]),
     ...(env.CLUSTER_URL ? [] : [{ port: env.CLUSTER_PORT, variable: 'CLUSTER_PORT', what: 'the reference cluster', instead: 'CLUSTER_URL=http://host:port' }]),
+    { port: adminEnv.ADMIN_PORT, variable: 'ADMIN_PORT', what: 'the admin API and dashboard' },
+    { port: workerMetricsPort, variable: 'WORKER_METRICS_PORT', what: "the Temporal SDK's worker metrics" },
   ];
 }
 
@@ -118,7 +121,7 @@ async function refuseTakenPorts(): Promise<void> {
   if (taken.length === 0) return;
   throw new Error(
     taken
-      .map((p) => `port ${p.port} for ${p.what} is already in use: set ${p.variable} to a free port, or ${p.instead} to use a server that is already running`)
+      .map((p) => `port ${p.port} for ${p.what} is already in use: set ${p.variable} to a free port${p.instead ? `, or ${p.instead} to use a server that is already running` : ''}`)
       .join('; '),
   );
 }
@@ -162,6 +165,8 @@ async function startReferenceCluster(): Promise<string> {
 try {
   lockDataDir();
   await refuseTakenPorts();
+  // Installing the runtime binds the SDK's metrics port: only once the check above found it free.
+  installRuntimeLogger(logger, `127.0.0.1:${workerMetricsPort}`);
   const starts = [startTemporal(), startReferenceCluster()] as const;
   // stopAll waits for both starts to settle, so a child that is still starting is never left behind.
   startup = Promise.allSettled(starts);
@@ -178,10 +183,24 @@ try {
     worker.shutdown();
     await running;
   });
-  const ui = env.TEMPORAL_ADDRESS ? '(your Temporal cluster\'s UI)' : `http://127.0.0.1:${env.TEMPORAL_UI_PORT}`;
+  const admin = await startAdminService({
+    env: adminEnv,
+    client: worker.client,
+    cluster: new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }),
+    taskQueue: env.TEMPORAL_TASK_QUEUE,
+    namespace: env.TEMPORAL_NAMESPACE,
+    planner: settings.planner,
+    dataDir,
+    defaultUiUrl: `http://127.0.0.1:${env.TEMPORAL_UI_PORT}`,
+  });
+  stops.push(() => admin.close());
+  const ui = env.TEMPORAL_ADDRESS ? adminEnv.TEMPORAL_UI_URL ?? '(your Temporal cluster\'s UI)' : `http://127.0.0.1:${env.TEMPORAL_UI_PORT}`;
   process.stdout.write(
     `\nlive rebalancer is running\n` +
+      `  dashboard:          ${admin.dashboardUrl}\n` +
+      (admin.generatedToken ? `  admin token:        ${admin.token} (generated for this run; set ADMIN_TOKEN to keep one)\n` : '') +
       `  Temporal UI:        ${ui}\n` +
+      `  metrics:            ${admin.metricsUrl} (service), http://127.0.0.1:${workerMetricsPort}/metrics (Temporal SDK worker)\n` +
       `  Temporal server:    ${address} (namespace ${env.TEMPORAL_NAMESPACE}, task queue ${env.TEMPORAL_TASK_QUEUE})\n` +
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
       `  try:                npx ${(await new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }).topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +

@@ -47,7 +47,8 @@ const toPino: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = 
 let installed = false;
 
 /** Install the Temporal runtime once per process with its logs going to `logger`. */
-export function installRuntimeLogger(logger: Logger): void {
+/** `metricsBindAddress` (host:port): the SDK's own worker metrics are served there for Prometheus. */
+export function installRuntimeLogger(logger: Logger, metricsBindAddress?: string): void {
   if (installed) return;
   installed = true;
   const temporal = logger.child({ component: 'temporal' });
@@ -56,6 +57,9 @@ export function installRuntimeLogger(logger: Logger): void {
       const meta: LogMetadata = entry.meta ?? {};
       temporal[toPino[entry.level]](meta, entry.message);
     }),
-    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} } },
+    telemetryOptions: {
+      logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
+      ...(metricsBindAddress ? { metrics: { prometheus: { bindAddress: metricsBindAddress } } } : {}),
+    },
   });
 }

@@ -82,6 +82,8 @@ async function ownEnv(): Promise<NodeJS.ProcessEnv & { DATA_DIR: string }> {
     TEMPORAL_PORT: String(await freePort()),
     TEMPORAL_UI_PORT: String(await freePort()),
     CLUSTER_PORT: String(await freePort()),
+    ADMIN_PORT: String(await freePort()),
+    WORKER_METRICS_PORT: String(await freePort()),
     DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-start-')),
     TEMPORAL_TASK_QUEUE: 'npm-start-test',
     LOG_LEVEL: 'info',
