@@ -16,7 +16,7 @@ import {
   rejection,
   removeLeaving,
   runStep,
-  swap,
+  swapThenRemove,
   type Swapped,
   waitForActivation,
   waitForAdmission,
@@ -77,7 +77,7 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
       const admitted = await runStep(op, waitForAdmission(op, T, learner));
       if (admitted.ok) {
         // ---- step 1: swap who counts; the owner records boundary B.
-        const swapped = await runStep(op, swap(op, T, R, learner, true));
+        const swapped = await runStep(op, swapThenRemove(op, T, R, learner));
         if (swapped.ok) return swapped.value;
         if ('refusal' in swapped) {
           // The broker's word that T is down: a failed target never starts to count.

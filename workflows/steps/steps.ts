@@ -175,35 +175,47 @@ export function waitForAdmission(op: Operation, node: string, interrupts: () => 
   };
 }
 
-/** What the swap did: boundary B, and what became of the removal chained to it, if one was. */
+/**
+ * Step 1: `learner` counts from here, `leaving` stops counting and stays eligible; returns boundary B. The
+ * progress read folded into the reply tells at once whether the learner already covers B.
+ */
+export function swap(op: Operation, learner: string, leaving: string, interrupts: () => Interrupt | null): WriteStep<number> {
+  const w = op.watch;
+  return {
+    phase: 'swapping',
+    write: 'swap',
+    body: () => ({ learner, leaving }),
+    summary: `Swap who counts on ${w.partitionId}: ${learner} counts, ${leaving} leaves`,
+    accepted: (reply) => {
+      const boundary = reply.boundary ?? reply.partition.boundary?.offset ?? w.confirmedTail ?? 0;
+      op.status.boundary = boundary;
+      return boundary;
+    },
+    passing: codes(...COMMON_PASSING, 'no_sync_budget', 'not_caught_up', 'not_admitted', 'change_in_flight', 'admission_closed'),
+    interrupts,
+    retrying: (r) => `retrying the swap: ${r.message}`,
+    readProgress: true,
+  };
+}
+
+/** What the swap did: boundary B, and what became of the removal chained to it. */
 export interface Swapped {
   boundary: number;
   removal: WriteReply | { rejected: Rejected } | null;
 }
 
 /**
- * Step 1: `learner` counts from here, `leaving` stops counting and stays eligible; returns boundary B. The
- * progress read folded into the reply tells at once whether the learner already covers B. `thenRemove`: the
- * same activity then tries step 2 (remove-leaving), which the broker accepts only once the learner covers B
- * and is live with no recovery pending; refused, it changes nothing and the removal step runs as usual.
+ * Step 1 with step 2 chained: the swap's activity then tries remove-leaving, which the broker accepts only
+ * once the learner covers B and is live with no recovery pending; refused, it changes nothing and the removal
+ * step (which finds R already gone when it was accepted) runs as usual.
  */
-export function swap(op: Operation, learner: string, leaving: string, interrupts: () => Interrupt | null, thenRemove = false): WriteStep<Swapped> {
-  const w = op.watch;
+export function swapThenRemove(op: Operation, learner: string, leaving: string, interrupts: () => Interrupt | null): WriteStep<Swapped> {
+  const step: Omit<WriteStep<number>, 'finished'> = swap(op, learner, leaving, interrupts);
   return {
-    phase: 'swapping',
-    write: 'swap',
-    body: () => ({ learner, leaving }),
-    summary: `Swap who counts on ${w.partitionId}: ${learner} counts, ${leaving} leaves` + (thenRemove ? `; then remove ${leaving} if ${learner} already covers the boundary` : ''),
-    ...(thenRemove ? { then: { write: 'remove-leaving' as const, body: { node: leaving } } } : {}),
-    accepted: (reply) => {
-      const boundary = reply.boundary ?? reply.partition.boundary?.offset ?? w.confirmedTail ?? 0;
-      op.status.boundary = boundary;
-      return { boundary, removal: reply.then ?? null };
-    },
-    passing: codes(...COMMON_PASSING, 'no_sync_budget', 'not_caught_up', 'not_admitted', 'change_in_flight', 'admission_closed'),
-    interrupts,
-    retrying: (r) => `retrying the swap: ${r.message}`,
-    readProgress: true,
+    ...step,
+    summary: `${step.summary}; then remove ${leaving} if ${learner} already covers the boundary`,
+    then: { write: 'remove-leaving', body: { node: leaving } },
+    accepted: (reply) => ({ boundary: step.accepted(reply), removal: reply.then ?? null }),
   };
 }
 
