@@ -13,8 +13,17 @@ export interface ActivityDeps {
   logger?: Logger;
 }
 
-/** An accepted write's reply may carry the progress read right after it (`readProgress`). */
-export type WriteOutcome = WriteReply & { progress?: Progress };
+/** A request the broker rejected for good (a 4xx that is not a typed refusal). */
+export interface Rejected {
+  type: 'NotFound' | 'BrokerRejected';
+  message: string;
+}
+
+/**
+ * An accepted write's reply may carry what became of the write chained to it (`then`: its reply, or its
+ * rejection, reported rather than thrown since the first write stands) and the progress read after both.
+ */
+export type WriteOutcome = WriteReply & { then?: WriteReply | { rejected: Rejected }; progress?: Progress };
 
 export interface MoveContext {
   view: PartitionView;
@@ -22,10 +31,14 @@ export interface MoveContext {
 }
 
 /** A 4xx other than a typed refusal means the request itself is wrong: retrying cannot help. */
+function rejectionOf(err: unknown): Rejected | null {
+  if (err instanceof ClusterHttpError && err.status >= 400 && err.status < 500) return { type: err.status === 404 ? 'NotFound' : 'BrokerRejected', message: err.message };
+  return null;
+}
+
 function rethrow(err: unknown): never {
-  if (err instanceof ClusterHttpError && err.status >= 400 && err.status < 500) {
-    throw ApplicationFailure.nonRetryable(err.message, err.status === 404 ? 'NotFound' : 'BrokerRejected');
-  }
+  const rejected = rejectionOf(err);
+  if (rejected) throw ApplicationFailure.nonRetryable(rejected.message, rejected.type);
   throw err;
 }
 
@@ -43,24 +56,41 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * `readProgress`: after an accepted write, also read the partition's progress, so the workflow learns (for
-     * example) whether T already covers the boundary a swap returned without waiting for the next progress event.
+     * One guarded write. `then`: right after it is accepted, the next step's write too, under the generation the
+     * reply gives and the key the workflow chose (a swap followed by remove-leaving: the broker refuses the
+     * removal, changing nothing, unless T already covers B), saving a round trip through the workflow.
+     * `readProgress`: then read the partition's progress, so the workflow learns (for example) whether T covers B
+     * without waiting for the next progress event. A retry of the activity sends the same writes under the same
+     * keys and gets the first replies back.
      */
     async guardedWrite<N extends GuardedWriteName>(
       partition: string,
       write: N,
       request: GuardedWriteRequest<N>,
-      options: { readProgress?: boolean } = {},
+      options: { readProgress?: boolean; then?: { write: GuardedWriteName; request: Record<string, unknown> & { idempotencyKey: string } } } = {},
     ): Promise<WriteOutcome> {
-      try {
-        const reply = await deps.cluster.write(partition, write, request);
+      const send = async (name: GuardedWriteName, body: GuardedWriteRequest<GuardedWriteName>): Promise<WriteReply> => {
+        const reply = await deps.cluster.write(partition, name, body);
         log?.info(
-          { partition, write, key: request.idempotencyKey, ok: reply.ok, refusal: reply.ok ? undefined : reply.refusal.code },
-          reply.ok ? `${write} on ${partition} accepted` : `${write} on ${partition} refused: ${reply.refusal.message}`,
+          { partition, write: name, key: body.idempotencyKey, ok: reply.ok, refusal: reply.ok ? undefined : reply.refusal.code },
+          reply.ok ? `${name} on ${partition} accepted` : `${name} on ${partition} refused: ${reply.refusal.message}`,
         );
-        // A failed read retries the activity, which sends the write again under the same key: same reply.
-        if (reply.ok && options.readProgress) return { ...reply, progress: (await deps.cluster.partition(partition)).progress };
         return reply;
+      };
+      try {
+        const reply: WriteOutcome = await send(write, request);
+        if (!reply.ok) return reply;
+        const next = options.then
+          ? await send(options.then.write, { ...options.then.request, expectedGeneration: reply.partition.generation } as GuardedWriteRequest<GuardedWriteName>).catch(
+              (err: unknown) => {
+                const rejected = rejectionOf(err);
+                if (!rejected) throw err;
+                return { rejected };
+              },
+            )
+          : undefined;
+        const progress = options.readProgress ? (await deps.cluster.partition(partition)).progress : undefined;
+        return { ...reply, ...(next ? { then: next } : {}), ...(progress ? { progress } : {}) };
       } catch (err) {
         rethrow(err);
       }

@@ -4,6 +4,7 @@
  * ways on are finishing or ordinary recovery. The workflow type that replaced `followerMove` (kept in
  * legacy/ so running moves finish and saved histories replay).
  */
+import type { Refusal } from '../cluster/contract';
 import type { FollowerMoveRequest, MoveOutcome } from './definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
 import { formatBytes } from './format';
@@ -16,6 +17,7 @@ import {
   removeLeaving,
   runStep,
   swap,
+  type Swapped,
   waitForActivation,
   waitForAdmission,
 } from './steps/steps';
@@ -45,8 +47,8 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
     );
   const whileDoing = () => `while ${op.status.phase.replace(/_/g, ' ')}`;
 
-  /** Step 0 and step 1, retried after a recovery: the outcome when the move ended, or boundary B. */
-  const beforeSwap = async (): Promise<MoveOutcome | { boundary: number }> => {
+  /** Step 0 and step 1, retried after a recovery: the outcome when the move ended, or what the swap did. */
+  const beforeSwap = async (): Promise<MoveOutcome | Swapped> => {
     const learner = learnerInterrupts(op, T);
     // Adding T: only a recovery or a cancel interrupts (a refusal says the rest).
     const adding = (): Interrupt | null => (watch.recoveryPending ? 'recovery' : op.cancelReason !== null ? 'cancel' : null);
@@ -69,8 +71,8 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
       const admitted = await runStep(op, waitForAdmission(op, T, learner));
       if (admitted.ok) {
         // ---- step 1: swap who counts; the owner records boundary B.
-        const swapped = await runStep(op, swap(op, T, R, learner));
-        if (swapped.ok) return { boundary: swapped.value };
+        const swapped = await runStep(op, swap(op, T, R, learner, true));
+        if (swapped.ok) return swapped.value;
         if ('refusal' in swapped) {
           // The broker's word that T is down: a failed target never starts to count.
           if (swapped.refusal.code !== 'node_down') return abortBeforeSwap(swapped.refusal.code, `the swap was refused: ${swapped.refusal.message}`);
@@ -105,22 +107,28 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
     }
   };
 
-  /** Step 2, past the swap: finish or go through recovery; nothing cancels this part. */
-  const afterSwap = async (B: number): Promise<MoveOutcome> => {
-    for (;;) {
-      // ---- cover B, then step 2: remove R; it keeps its data as a retained copy for the grace period.
-      const removed = await runStep(op, removeLeaving(op, R, T, B, (r) => classifyRemovalRefusal(r, T)));
-      if (removed.ok) return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
-      if (!('refusal' in removed)) continue;
-      const r = removed.refusal;
-      if (r.code !== 'not_leaving') return stuckAfterSwap(B, r.code, `the broker refused to remove ${R} for a reason that does not pass by itself: ${r.message}`);
-      const { view } = await watch.read();
-      const p = view.partition;
-      if (p.leaving === null && !p.history.some((h) => h.node === R) && p.followers.includes(T)) {
-        return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
-      }
-      return aborted(r.code, `${R} is no longer leaving ${partition}: ${r.message}`);
+  /** A refusal of step 2 that does not pass by itself: R may already be gone; otherwise the move is stuck. */
+  const refusedRemoval = async (B: number, r: Refusal): Promise<MoveOutcome> => {
+    if (r.code !== 'not_leaving') return stuckAfterSwap(B, r.code, `the broker refused to remove ${R} for a reason that does not pass by itself: ${r.message}`);
+    const { view } = await watch.read();
+    const p = view.partition;
+    if (p.leaving === null && !p.history.some((h) => h.node === R) && p.followers.includes(T)) {
+      return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
     }
+    return aborted(r.code, `${R} is no longer leaving ${partition}: ${r.message}`);
+  };
+
+  /** Step 2, past the swap: finish or go through recovery; nothing cancels this part. */
+  const afterSwap = async ({ boundary: B, removal }: Swapped): Promise<MoveOutcome> => {
+    // The removal chained to the swap: accepted, the step below finds R gone; refused for a passing reason, the
+    // step tries again once T covers B.
+    if (removal && 'rejected' in removal) return stuckAfterSwap(B, removal.rejected.type, `the broker rejected the removal of ${R} for good: ${removal.rejected.message}`);
+    if (removal && !removal.ok && ['final', 'not_leaving'].includes(classifyRemovalRefusal(removal.refusal, T))) return refusedRemoval(B, removal.refusal);
+    // ---- cover B, then step 2: remove R; it keeps its data as a retained copy for the grace period.
+    const removed = await runStep(op, removeLeaving(op, R, T, B, (r) => classifyRemovalRefusal(r, T)));
+    if (removed.ok) return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
+    // removeLeaving has no interrupts: only a refusal ends it.
+    return refusedRemoval(B, (removed as { refusal: Refusal }).refusal);
   };
 
   return op.run(async () => {
@@ -136,7 +144,7 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
     const check = checkFollowerMove(ctx.view.partition, ctx.nodes, R, T);
     if (!check.ok) return aborted(check.code, check.message);
 
-    let before: MoveOutcome | { boundary: number };
+    let before: MoveOutcome | Swapped;
     try {
       before = await beforeSwap();
     } catch (err) {
@@ -146,7 +154,8 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
       return abortBeforeSwap(cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
     }
     if ('status' in before) return before;
-    const B = before.boundary;
+    const swapped = before;
+    const B = swapped.boundary;
     op.refuseCancel(
       () =>
         `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${B}); undoing it would need another ` +
@@ -154,7 +163,7 @@ export async function followerMoveV2(request: FollowerMoveRequest): Promise<Move
         `${R} keeps its data until then. To put the copy back, wait for this move to complete and move it from ${T} to ${R}.`,
     );
     try {
-      return await afterSwap(B);
+      return await afterSwap(swapped);
     } catch (err) {
       // Past the swap too, a request the broker rejects for good ends the move with its reason.
       const cause = rejection(err);

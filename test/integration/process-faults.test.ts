@@ -50,7 +50,8 @@ function inPhase(handle: WorkflowHandle<typeof followerMoveV2>, phases: MovePhas
 
 describe('process faults during a follower move', () => {
   it('the worker is killed with SIGKILL while catching up and after the swap, and restarted', async () => {
-    const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 4, streams: 0 });
+    // A swap is accepted however far T is behind the tail (a large catch-up slack): see the stall below.
+    const cluster = await startTestCluster({ ...SLOW, catchUpSlack: 1_000_000 }, { nodes: 6, partitions: 4, streams: 0 });
     const taskQueue = `kill-worker-${process.pid}`;
     const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
     const client = await connectClient();
@@ -67,6 +68,11 @@ describe('process faults during a follower move', () => {
         // From here the move hears from the broker only through its 2 s poll, so it stays past the swap (until
         // a poll says T covers B) long enough for the kill to land there.
         await cluster.client.fault({ fault: 'drop-events', count: 1_000_000 });
+        // When T covers B at the swap, the removal rides in the swap's activity and nothing is left to kill in:
+        // T stops replicating once admitted, so B (the confirmed tail at the swap) is ahead of it and the move
+        // waits past the swap until T resumes.
+        await eventually('T admitted', async () => ((await cluster.client.partition(id)).partition.history.some((h) => h.node === to) ? true : undefined));
+        await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: true });
         await inPhase(handle, [...AFTER_SWAP, 'completed']);
         const landed = await phaseOf(handle);
         const inWindow = landed !== undefined && AFTER_SWAP.includes(landed);
@@ -75,6 +81,7 @@ describe('process faults during a follower move', () => {
           await worker.kill9();
           worker = await spawnWorker(env);
         }
+        await cluster.client.fault({ fault: 'stall-transfer', partition: id, node: to, stalled: false });
         await cluster.client.fault({ fault: 'drop-events', count: 0 });
         expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
         // The kill landed before the end exactly when the workflow task that ended the move ran elsewhere.

@@ -6,8 +6,8 @@
  * interrupt or a final refusal means for their operation.
  */
 import { ActivityFailure, ApplicationFailure, condition } from '@temporalio/workflow';
-import type { WriteOutcome } from '../../activities';
-import type { GuardedWriteName, Refusal, WriteAccepted } from '../../cluster/contract';
+import type { Rejected, WriteOutcome } from '../../activities';
+import type { GuardedWriteName, Refusal, WriteAccepted, WriteReply } from '../../cluster/contract';
 import type { MovePhase, QuietPoint } from '../definitions';
 import { formatBytes } from '../format';
 import type { Operation } from './operation';
@@ -42,6 +42,8 @@ export interface WriteStep<T> {
   retrying?: (r: Refusal) => string;
   /** Read the partition's progress right after an accepted write (folds a read into the write's reply). */
   readProgress?: boolean;
+  /** The next step's write, sent by the same activity right after this one is accepted (see guardedWrite). */
+  then?: { write: GuardedWriteName; body: Record<string, unknown> };
 }
 
 export type Step<T = void> = WaitStep | WriteStep<T>;
@@ -74,7 +76,7 @@ export async function runStep<T>(op: Operation, step: Step<T>): Promise<StepEnd<
     op.setPhase(step.phase);
     const interrupt = step.interrupts();
     if (interrupt) return { ok: false, interrupt };
-    const reply = await op.watch.write(step.write, step.body(), step.summary, step.readProgress);
+    const reply = await op.watch.write(step.write, step.body(), step.summary, { readProgress: step.readProgress, then: step.then });
     if (reply.ok) return { ok: true, value: step.accepted(reply) };
     const r = reply.refusal;
     if (!step.passing(r)) return { ok: false, refusal: r };
@@ -173,21 +175,30 @@ export function waitForAdmission(op: Operation, node: string, interrupts: () => 
   };
 }
 
+/** What the swap did: boundary B, and what became of the removal chained to it, if one was. */
+export interface Swapped {
+  boundary: number;
+  removal: WriteReply | { rejected: Rejected } | null;
+}
+
 /**
  * Step 1: `learner` counts from here, `leaving` stops counting and stays eligible; returns boundary B. The
- * progress read folded into the reply tells at once whether the learner already covers B.
+ * progress read folded into the reply tells at once whether the learner already covers B. `thenRemove`: the
+ * same activity then tries step 2 (remove-leaving), which the broker accepts only once the learner covers B
+ * and is live with no recovery pending; refused, it changes nothing and the removal step runs as usual.
  */
-export function swap(op: Operation, learner: string, leaving: string, interrupts: () => Interrupt | null): WriteStep<number> {
+export function swap(op: Operation, learner: string, leaving: string, interrupts: () => Interrupt | null, thenRemove = false): WriteStep<Swapped> {
   const w = op.watch;
   return {
     phase: 'swapping',
     write: 'swap',
     body: () => ({ learner, leaving }),
-    summary: `Swap who counts on ${w.partitionId}: ${learner} counts, ${leaving} leaves`,
+    summary: `Swap who counts on ${w.partitionId}: ${learner} counts, ${leaving} leaves` + (thenRemove ? `; then remove ${leaving} if ${learner} already covers the boundary` : ''),
+    ...(thenRemove ? { then: { write: 'remove-leaving' as const, body: { node: leaving } } } : {}),
     accepted: (reply) => {
-      const B = reply.boundary ?? reply.partition.boundary?.offset ?? w.confirmedTail ?? 0;
-      op.status.boundary = B;
-      return B;
+      const boundary = reply.boundary ?? reply.partition.boundary?.offset ?? w.confirmedTail ?? 0;
+      op.status.boundary = boundary;
+      return { boundary, removal: reply.then ?? null };
     },
     passing: codes(...COMMON_PASSING, 'no_sync_budget', 'not_caught_up', 'not_admitted', 'change_in_flight', 'admission_closed'),
     interrupts,
@@ -209,19 +220,26 @@ export function waitForActivation(op: Operation): WaitStep {
 
 /**
  * Wait until every one of `nodes` is live and durable at or beyond `boundary`, with no recovery pending.
- * `keeps` names the copy that stays eligible meanwhile (the leaving follower), for the words.
+ * `keeps` names the copy that stays eligible meanwhile (the leaving follower) and `since` the step that made
+ * the wait necessary, for the words.
  */
-export function waitDurable(op: Operation, nodes: string[], boundary: number, keeps: string | null, phase: MovePhase = 'covering_boundary'): WaitStep {
+export function waitDurable(
+  op: Operation,
+  nodes: string[],
+  boundary: number,
+  words: { keeps?: string; since?: string; phase?: MovePhase } = {},
+): WaitStep {
   const w = op.watch;
-  const kept = keeps ? `${keeps} stays eligible and keeps its data; ` : '';
+  const kept = words.keeps ? `${words.keeps} stays eligible and keeps its data; ` : '';
+  const since = words.since ? ` ${words.since}` : '';
   return {
-    phase,
+    phase: words.phase ?? 'covering_boundary',
     done: () => !w.recoveryPending && nodes.every((n) => w.live(n) && w.durable(n) >= boundary),
     interrupts: noInterrupts,
     describe: () => {
       if (w.recoveryPending) return `pending recovery on ${w.partitionId}: ${kept}waiting for activation`;
-      const down = nodes.filter((n) => !w.live(n));
-      if (down.length) return `${down.join(', ')} down: ${kept}waiting for ${down.join(', ')} to return or for recovery`;
+      const down = nodes.filter((n) => !w.live(n)).join(', ');
+      if (down) return `${down} is down${since}: ${kept}waiting for ${down} to return or for recovery`;
       const behind = nodes.filter((n) => w.durable(n) < boundary);
       return `waiting for ${behind.join(', ')} durable at ${boundary}: at ${behind.map((n) => Math.max(0, w.durable(n))).join(', ')}`;
     },
@@ -240,7 +258,12 @@ export function removeLeaving(op: Operation, node: string, target: string, bound
     write: 'remove-leaving',
     body: () => ({ node }),
     summary: `Remove ${node} from ${w.partitionId}: ${target} covers boundary ${boundary}`,
-    before: waitDurable(op, [target], boundary, node),
+    // Already removed, by the removal chained to the swap.
+    finished: () => {
+      const p = w.partition;
+      return p && p.leaving !== node && !p.history.some((h) => h.node === node) && p.followers.includes(target) ? { value: undefined } : null;
+    },
+    before: waitDurable(op, [target], boundary, { keeps: node, since: 'after the swap' }),
     accepted: () => undefined,
     passing: (r) => ['passing', 'target_down'].includes(classify(r)),
     onPassing: async (r) => {

@@ -6,7 +6,7 @@
  */
 import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
-import type { GuardedWriteName, Partition, PartitionView, Progress } from '../../cluster/contract';
+import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
 import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../definitions';
 import { TargetWatch, type TargetReport } from '../follower-move-rules';
 
@@ -213,28 +213,40 @@ export class Watch {
 
   /**
    * Send one guarded write under the generation the workflow knows, with an idempotency key derived from the
-   * run; the reply (and the progress the activity read after an accepted write, when asked) is taken in.
+   * run; the reply is taken in, with the reply of a write chained to it (`then`, sent by the activity under the
+   * generation the first reply gives) and the progress read after them (`readProgress`).
    */
-  async write<N extends GuardedWriteName>(name: N, body: Record<string, unknown>, summary: string, readProgress = false): Promise<WriteOutcome> {
-    this.writeSeq += 1;
+  async write(
+    name: GuardedWriteName,
+    body: Record<string, unknown>,
+    summary: string,
+    options: { readProgress?: boolean; then?: { write: GuardedWriteName; body: Record<string, unknown> } } = {},
+  ): Promise<WriteOutcome> {
     const info = workflowInfo();
-    const idempotencyKey = `${info.workflowId}/${info.runId}/${this.writeSeq}-${name}`;
+    const key = (write: GuardedWriteName) => `${info.workflowId}/${info.runId}/${++this.writeSeq}-${write}`;
+    const request = { ...body, expectedGeneration: this.generation, idempotencyKey: key(name) };
+    const then = options.then ? { write: options.then.write, request: { ...options.then.body, idempotencyKey: key(options.then.write) } } : undefined;
     const reply = await guardedWrite.executeWithOptions(
       { ...ACTIVITY_OPTIONS, summary },
       // The activity's generic signature does not survive proxying; the body matches `name`'s schema.
-      [this.partitionId, name, { ...body, expectedGeneration: this.generation, idempotencyKey } as never, ...(readProgress ? [{ readProgress: true }] : [])] as never,
+      [this.partitionId, name, request as never, { readProgress: options.readProgress, then }],
     );
+    this.noteReply(reply);
+    if (reply.then && !('rejected' in reply.then)) this.noteReply(reply.then);
+    if (reply.progress) this.noteProgress(reply.progress);
+    return reply;
+  }
+
+  private noteReply(reply: WriteReply): void {
     if (reply.ok) {
       this.notePartition(reply.partition);
-      if (reply.progress) this.noteProgress(reply.progress);
-    } else {
-      const current = reply.refusal.saw['current'];
-      if (reply.refusal.code === 'generation_mismatch' && typeof current === 'number') this.noteGeneration(current);
-      if (reply.refusal.code === 'pending_recovery') this.openRecovery(this.epoch);
-      if (reply.refusal.code === 'node_down' && typeof reply.refusal.saw['node'] === 'string') this.replica(reply.refusal.saw['node']).live = false;
-      this.version++;
+      return;
     }
-    return reply;
+    const { code, saw } = reply.refusal;
+    if (code === 'generation_mismatch' && typeof saw['current'] === 'number') this.noteGeneration(saw['current']);
+    if (code === 'pending_recovery') this.openRecovery(this.epoch);
+    if (code === 'node_down' && typeof saw['node'] === 'string') this.replica(saw['node']).live = false;
+    this.version++;
   }
 
   /** A learner was added at this generation: admission events older than it are from an earlier learner. */

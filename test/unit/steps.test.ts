@@ -1,0 +1,136 @@
+/**
+ * The step library's rules that need no Temporal: which refusals pass and which end each step, what the Watch
+ * keeps from records, signals and reads, what interrupts a learner, and the words a wait reports.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Partition, PartitionView, Refusal } from '../../cluster/contract';
+import { classifyRemovalRefusal } from '../../workflows/follower-move-rules';
+import { Operation } from '../../workflows/steps/operation';
+import { addLearner, commitOwner, dropLearner, learnerInterrupts, removeLeaving, swap, waitDurable } from '../../workflows/steps/steps';
+import { DEFAULT_TIMING, Watch } from '../../workflows/steps/watch';
+
+const partition: Partition = {
+  id: 'q-0', kind: 'queue', owner: 'n1', followers: ['n2', 'n3'], learners: [], leaving: null, epoch: 2, generation: 5,
+  replicationFactor: 3, durability: { mode: 'majority_durable' }, writeRequirement: 2,
+  history: ['n1', 'n2', 'n3'].map((node) => ({ node, processId: `${node}-p`, storageInstance: `${node}-s`, suspended: false })),
+  pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [],
+};
+
+function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRemaining: number }): PartitionView {
+  const record = { ...partition, ...p };
+  return {
+    partition: record,
+    progress: {
+      partition: 'q-0', generation: record.generation, epoch: record.epoch, now: 0, tail: 100, confirmedTail: 90, logStart: 0, messageBytes: 1,
+      boundary: null,
+      replicas: learner
+        ? [{ node: 'n4', role: 'learner', ...learner, live: true, admitted: false, suspended: false, phase: 'tail', stalledSince: null, pausedForRecovery: false }]
+        : [],
+    },
+  };
+}
+
+function setup(timing = {}) {
+  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing });
+  const op = new Operation({ kind: 'follower-move', partition: 'q-0', from: 'n2', to: 'n4', origin: 'operator' }, watch);
+  return { watch, op };
+}
+
+const refusal = (code: string, saw: Record<string, unknown> = {}): Refusal => ({ code, message: code, saw }) as Refusal;
+const none = () => null;
+
+describe('which refusals pass by themselves and which end a step', () => {
+  const { op } = setup();
+  const cases: [string, { passing: (r: Refusal) => boolean }, string[], string[]][] = [
+    ['add-learner', addLearner(op, 'n4', none), ['no_sync_budget', 'generation_mismatch', 'injected', 'pending_recovery', 'admission_closed'], ['change_in_flight', 'node_down', 'already_a_replica', 'node_draining']],
+    ['swap', swap(op, 'n4', 'n2', none), ['not_admitted', 'not_caught_up', 'change_in_flight', 'generation_mismatch'], ['node_down', 'not_a_learner', 'not_a_follower']],
+    ['drop-learner', dropLearner(op, 'n4'), ['generation_mismatch', 'pending_recovery'], ['not_a_learner', 'unknown_node']],
+    ['commit-owner', commitOwner(op, 'n4', 90, none), ['boundary_not_covered', 'generation_mismatch'], ['certificate_mismatch', 'not_a_follower']],
+  ];
+  it.each(cases)('%s', (_name, step, passing, final) => {
+    for (const code of passing) expect(step.passing(refusal(code)), code).toBe(true);
+    for (const code of final) expect(step.passing(refusal(code)), code).toBe(false);
+  });
+
+  it('remove-leaving: T down or below B passes, another node down or R no longer leaving ends it', () => {
+    const step = removeLeaving(op, 'n2', 'n4', 90, (r) => classifyRemovalRefusal(r, 'n4'));
+    expect(step.passing(refusal('boundary_not_covered'))).toBe(true);
+    expect(step.passing(refusal('pending_recovery'))).toBe(true);
+    expect(step.passing(refusal('node_down', { node: 'n4' }))).toBe(true);
+    expect(step.passing(refusal('node_down', { node: 'n3' }))).toBe(false);
+    expect(step.passing(refusal('not_leaving'))).toBe(false);
+    expect(step.passing(refusal('not_a_follower'))).toBe(false);
+  });
+});
+
+describe('what the Watch keeps', () => {
+  it('a record older than the generation seen never takes back an admission', () => {
+    const { watch } = setup();
+    const admitted = [...partition.history, { node: 'n4', processId: 'p', storageInstance: 's', suspended: false }];
+    watch.notePartition({ ...partition, generation: 7, learners: ['n4'], history: admitted });
+    expect(watch.admitted('n4')).toBe(true);
+    watch.notePartition({ ...partition, generation: 6, learners: ['n4'] });
+    expect(watch.admitted('n4')).toBe(true);
+    watch.notePartition({ ...partition, generation: 8, learners: ['n4'] });
+    expect(watch.admitted('n4')).toBe(false);
+  });
+
+  it('a pending recovery clears only with an epoch past the one that failed', () => {
+    const { watch } = setup();
+    watch.notePartition({ ...partition, pendingRecovery: { epoch: 2, openedAt: 0, reason: 'owner failed', failedOwner: 'n1' } });
+    expect(watch.recoveryPending).toBe(true);
+    watch.notePartition({ ...partition, epoch: 2 });
+    expect(watch.recoveryPending).toBe(true);
+    watch.notePartition({ ...partition, epoch: 3, generation: 6 });
+    expect(watch.recoveryPending).toBe(false);
+  });
+
+  it('durable offsets are a maximum; bytes remaining follow the highest offset', () => {
+    const { watch } = setup();
+    watch.absorb(view({}, { durableOffset: 50, bytesRemaining: 40 }));
+    watch.absorb(view({}, { durableOffset: 40, bytesRemaining: 60 }));
+    expect(watch.durable('n4')).toBe(50);
+    expect(watch.replica('n4').bytesRemaining).toBe(40);
+  });
+});
+
+describe('what interrupts a learner before it counts', () => {
+  it('in order: recovery, cancel, the learner down, then stall and deadline once its transfer is watched', () => {
+    const { watch, op } = setup({ stallAbortMs: 0 });
+    const interrupts = learnerInterrupts(op, 'n4');
+    expect(interrupts()).toBeNull();
+    watch.trackTransfer('n4');
+    expect(interrupts()).toBe('stalled');
+    watch.replica('n4').live = false;
+    expect(interrupts()).toBe('node_down');
+    op.cancelReason = 'test';
+    expect(interrupts()).toBe('cancel');
+    watch.notePartition({ ...partition, pendingRecovery: { epoch: 2, openedAt: 0, reason: 'owner failed', failedOwner: 'n1' } });
+    expect(interrupts()).toBe('recovery');
+  });
+
+  it('the catch-up deadline grows with the largest transfer reported', () => {
+    const { watch, op } = setup({ catchUpBaseMs: 1_000, catchUpFloorBytesPerSec: 1_000_000 });
+    watch.trackTransfer('n4');
+    const start = watch.transfer('n4')!.startedAt;
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 10_000_000 }));
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 20, bytesRemaining: 5_000_000 }));
+    expect(watch.catchUpDeadline('n4') - start).toBe(1_000 + 10_000);
+    expect(learnerInterrupts(op, 'n4')()).toBeNull();
+  });
+});
+
+describe('waiting until durable at a boundary', () => {
+  it('is done only with the node live, at or past B and no recovery pending, and says what it waits for', () => {
+    const { watch, op } = setup();
+    const step = waitDurable(op, ['n4'], 90, { keeps: 'n2', since: 'after the swap' });
+    watch.absorb(view({}, { durableOffset: 80, bytesRemaining: 0 }));
+    expect(step.done()).toBe(false);
+    expect(step.describe()).toBe('waiting for n4 durable at 90: at 80');
+    watch.absorb(view({}, { durableOffset: 95, bytesRemaining: 0 }));
+    expect(step.done()).toBe(true);
+    watch.replica('n4').live = false;
+    expect(step.done()).toBe(false);
+    expect(step.describe()).toBe('n4 is down after the swap: n2 stays eligible and keeps its data; waiting for n4 to return or for recovery');
+  });
+});
