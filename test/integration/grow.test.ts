@@ -70,7 +70,7 @@ describe('replication-factor increase', () => {
       code: 'same_zone',
       message: expect.stringMatching(/already has one in z1, where n4 is/),
     });
-    expect(await refusal(startGrow(t.ctx, { partition: 'q-230', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'already_a_replica' });
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-234', to: 'n2', origin: 'operator' }))).toMatchObject({ code: 'already_a_replica' });
     expect(await refusal(startGrow(t.ctx, { partition: 'q-239', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'unknown_partition' });
     // Above the live nodes: seven copies, and one of the eight nodes down leaves seven live for a factor of 8.
     await t.cluster.client.fault({ fault: 'crash-node', node: 'n7' });
