@@ -7,30 +7,17 @@
  */
 import type { MoveOutcome, ReplaceRequest } from './definitions';
 import { checkReplace } from './grow-rules';
-import { aborted, removeOnceCovered, untilCounted } from './steps/grow-learner';
-import { Operation } from './steps/operation';
-import { rejection, swap } from './steps/steps';
-import { DEFAULT_TIMING, Watch } from './steps/watch';
+import { begin, removeOnceCovered, untilCounted, validate } from './steps/grow-learner';
+import { swap } from './steps/steps';
 
 export async function followerReplacement(request: ReplaceRequest): Promise<MoveOutcome> {
   const { partition, lost: L, with: T, origin } = request;
-  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
-  const op = new Operation({ kind: 'replace', partition, from: L, to: T, origin }, watch);
-  watch.listen();
-  op.start();
+  const op = begin({ kind: 'replace', partition, from: L, to: T, origin }, request.timing);
 
   return op.run(async () => {
     // ---- validating: the rules the client checked, against what the broker says now.
-    let ctx;
-    try {
-      ctx = await watch.read();
-    } catch (err) {
-      const cause = rejection(err);
-      if (cause) return aborted(partition, cause.type ?? 'rejected', cause.message).ended;
-      throw err;
-    }
-    const check = checkReplace(ctx.view.partition, ctx.nodes, L, T);
-    if (!check.ok) return aborted(partition, check.code, check.message).ended;
+    const refused = await validate(op, (ctx) => checkReplace(ctx.view.partition, ctx.nodes, L, T));
+    if (refused) return refused.ended;
 
     // ---- step 0, then step 1: T counts in L's place; the owner records boundary B.
     const swapped = await untilCounted({
@@ -41,7 +28,7 @@ export async function followerReplacement(request: ReplaceRequest): Promise<Move
       recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T),
     });
     if ('ended' in swapped) return swapped.ended;
-    const B = swapped.value;
+    const B = swapped.value.boundary;
     op.refuseCancel(
       () =>
         `refused: ${partition} already counts ${T} instead of the lost ${L} (swap at boundary ${B}); the replacement finishes ` +

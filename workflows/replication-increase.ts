@@ -5,30 +5,17 @@
  */
 import type { GrowRequest, MoveOutcome } from './definitions';
 import { checkGrow } from './grow-rules';
-import { aborted, untilCounted } from './steps/grow-learner';
-import { Operation } from './steps/operation';
-import { promoteLearner, rejection } from './steps/steps';
-import { DEFAULT_TIMING, Watch } from './steps/watch';
+import { begin, untilCounted, validate } from './steps/grow-learner';
+import { promoteLearner } from './steps/steps';
 
 export async function replicationIncrease(request: GrowRequest): Promise<MoveOutcome> {
   const { partition, to: T, origin } = request;
-  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
-  const op = new Operation({ kind: 'grow', partition, from: null, to: T, origin }, watch);
-  watch.listen();
-  op.start();
+  const op = begin({ kind: 'grow', partition, from: null, to: T, origin }, request.timing);
 
   return op.run(async () => {
     // ---- validating: the rules the client checked, against what the broker says now.
-    let ctx;
-    try {
-      ctx = await watch.read();
-    } catch (err) {
-      const cause = rejection(err);
-      if (cause) return aborted(partition, cause.type ?? 'rejected', cause.message).ended;
-      throw err;
-    }
-    const check = checkGrow(ctx.view.partition, ctx.nodes, T);
-    if (!check.ok) return aborted(partition, check.code, check.message).ended;
+    const refused = await validate(op, (ctx) => checkGrow(ctx.view.partition, ctx.nodes, T));
+    if (refused) return refused.ended;
 
     // ---- step 0, then the promotion: T counts and the replication factor rises in the same write.
     const promoted = await untilCounted({
@@ -39,6 +26,6 @@ export async function replicationIncrease(request: GrowRequest): Promise<MoveOut
       recheck: (again) => checkGrow(again.view.partition, again.nodes, T),
     });
     if ('ended' in promoted) return promoted.ended;
-    return { status: 'completed', partition, from: null, to: T, boundary: null, epoch: watch.epoch };
+    return { status: 'completed', partition, from: null, to: T, boundary: null, epoch: op.watch.epoch };
   });
 }

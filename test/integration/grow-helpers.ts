@@ -3,10 +3,14 @@
  * node brought back, fresh partitions under the file's own ids.
  */
 import type { Client } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { ClusterClient } from '../../cluster/client';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
-import { eventually } from './helpers';
+import { MoveRefused, type MovesContext } from '../../client/moves';
+import type { SimConfig } from '../../cluster/sim/types';
+import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
+import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
 
 /** Faults to fire just before or just after the next `write` on `partition`. */
 export interface Armed {
@@ -98,4 +102,57 @@ export function settled(broker: ClusterClient, id: string): Promise<Partition> {
     const p = (await broker.partition(id)).partition;
     return p.pendingRecovery === null && p.history.every((h) => !h.suspended) ? p : undefined;
   });
+}
+
+/** What a test file of these operations works with, filled in by the hooks `useSuite` registers. */
+export interface Suite {
+  cluster: Awaited<ReturnType<typeof startTestCluster>>;
+  client: Client;
+  ctx: MovesContext;
+  relay: Relay;
+  /** Faults the file's worker fires at a write boundary. */
+  armed: { current: Armed | null };
+}
+
+/**
+ * An eight-node reference cluster without partitions and a worker on the file's own task queue whose broker
+ * client fires the armed faults; every test ends with zero invariant breaches.
+ */
+export function useSuite(taskQueue: string, config: Partial<SimConfig> = {}): Suite {
+  const suite = { armed: { current: null } } as Suite;
+  let stop: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    suite.cluster = await startTestCluster(config, { nodes: 8, partitions: 0, streams: 0 });
+    suite.client = await connectClient();
+    const { w, running } = await startWorker(suite.cluster.url, taskQueue, (real) => armFault(real, suite.armed));
+    stop = async () => {
+      w.shutdown();
+      await running;
+    };
+    suite.relay = { client: suite.client, workflowId: w.relayWorkflowId };
+    suite.ctx = { client: suite.client, cluster: suite.cluster.client, taskQueue };
+  });
+  afterAll(async () => {
+    await stop?.();
+    await suite.cluster?.close();
+  });
+  afterEach(async () => {
+    expect((await suite.cluster.client.invariants()).breaches).toEqual([]);
+  });
+  return suite;
+}
+
+/** The running reconfiguration of `id`, once it is in one of `phases`. */
+export function untilPhase(client: Client, id: string, phases: MoveStatus['phase'][]): Promise<MoveStatus> {
+  return eventually(`${id} in ${phases.join('/')}`, async () => {
+    const s = await client.workflow.getHandle(reconfigurationWorkflowId(id)).query(statusQuery);
+    return phases.includes(s.phase) ? s : undefined;
+  });
+}
+
+/** The refusal a start ended in (it must be one). */
+export async function refusal(start: Promise<unknown>): Promise<{ code: string; message: string }> {
+  const err = await start.then(() => new Error('started'), (e: unknown) => e);
+  if (!(err instanceof MoveRefused)) throw err;
+  return { code: err.code, message: err.message };
 }

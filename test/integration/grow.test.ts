@@ -7,62 +7,25 @@
  * The cluster's nodes sit in zones z1, z2, z3 in turn (n1 z1, n2 z2, n3 z3, n4 z1, ...): partitions placed on
  * n1, n4, n2 share a zone, so only the node count limits them; n1, n2, n3 keep one copy per zone.
  */
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
+import { describe, expect, it } from 'vitest';
 import { startGrow } from '../../client/grow';
-import { cancelMove, MoveRefused, type MovesContext } from '../../client/moves';
+import { cancelMove } from '../../client/moves';
 import { writeRequirement, type Fault, type GuardedWriteName, type Partition } from '../../cluster/contract';
-import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
+import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import { KindKey } from '../../workflows/search-attributes';
-import { connectClient, eventually, outcomeOf, replayAndKeep, startTestCluster, startWorker } from './helpers';
-import { armFault, freshPartition, healAfter, settled, type Armed, type Relay } from './grow-helpers';
+import { eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
+import { type Armed, freshPartition, healAfter, refusal, settled, untilPhase, useSuite } from './grow-helpers';
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
-let client: Client;
-let ctx: MovesContext;
-let stopWorker: () => Promise<void>;
-let relay: Relay;
-const armed: { current: Armed | null } = { current: null };
 const taskQueue = `grow-${process.pid}`;
 const TIMING = { pollMs: 500, retryMs: 300 };
-
-beforeAll(async () => {
-  cluster = await startTestCluster({}, { nodes: 8, partitions: 0, streams: 0 });
-  client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, armed));
-  relay = { client, workflowId: w.relayWorkflowId };
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
-  ctx = { client, cluster: cluster.client, taskQueue };
-});
-
-afterAll(async () => {
-  await stopWorker?.();
-  await cluster?.close();
-});
-
-afterEach(async () => {
-  expect((await cluster.client.invariants()).breaches).toEqual([]);
-});
+const t = useSuite(taskQueue);
 
 function create(id: string, replicas = ['n1', 'n4', 'n2'], kind: 'queue' | 'stream' = 'queue'): Promise<Partition> {
-  return freshPartition(cluster.client, relay, id, replicas, kind);
+  return freshPartition(t.cluster.client, t.relay, id, replicas, kind);
 }
 async function partition(id: string): Promise<Partition> {
-  return (await cluster.client.partition(id)).partition;
-}
-async function untilPhase(id: string, phases: MoveStatus['phase'][]): Promise<MoveStatus> {
-  return eventually(`${id} in ${phases.join('/')}`, async () => {
-    const s = await client.workflow.getHandle(reconfigurationWorkflowId(id)).query(statusQuery);
-    return phases.includes(s.phase) ? s : undefined;
-  });
-}
-async function refusal(start: Promise<unknown>): Promise<{ code: string; message: string }> {
-  const err = await start.then(() => new Error('started'), (e: unknown) => e);
-  if (!(err instanceof MoveRefused)) throw err;
-  return { code: err.code, message: err.message };
+  return (await t.cluster.client.partition(id)).partition;
 }
 
 /** The increase happened: T counts, the replication factor rose by one and W follows from it; nothing else moved. */
@@ -78,7 +41,7 @@ function expectGrown(before: Partition, after: Partition, to: string): void {
 describe('replication-factor increase', () => {
   it('adds a copy while publishing continues: T counts, the factor and W rise together, nothing is removed', async () => {
     const before = await create('q-230');
-    const handle = await startGrow(ctx, { partition: 'q-230', to: 'n5', origin: 'operator', timing: TIMING });
+    const handle = await startGrow(t.ctx, { partition: 'q-230', to: 'n5', origin: 'operator', timing: TIMING });
     const outcome = await handle.result();
     expect(outcome).toMatchObject({ status: 'completed', kind: 'grow', partition: 'q-230', from: null, to: 'n5', boundary: null });
     const after = await partition('q-230');
@@ -86,11 +49,11 @@ describe('replication-factor increase', () => {
     expect([before.replicationFactor, before.writeRequirement, after.replicationFactor, after.writeRequirement]).toEqual([3, 2, 4, 3]);
     expect(after.history.find((h) => h.node === 'n5')?.suspended).toBe(false);
     // Publishing went on: the confirmed tail is past where it stood when the move started.
-    const tail = (await cluster.client.partition('q-230')).progress.confirmedTail;
-    await eventually('confirms go on under the new W', async () => ((await cluster.client.partition('q-230')).progress.confirmedTail > tail ? true : undefined));
+    const tail = (await t.cluster.client.partition('q-230')).progress.confirmedTail;
+    await eventually('confirms go on under the new W', async () => ((await t.cluster.client.partition('q-230')).progress.confirmedTail > tail ? true : undefined));
     const description = await handle.describe();
     expect(description.typedSearchAttributes.get(KindKey)).toBe('grow');
-    await replayAndKeep(client, handle.workflowId, 'replication-increase-completed');
+    await replayAndKeep(t.client, handle.workflowId, 'replication-increase-completed');
   });
 
   it('refuses bad input before anything is written', async () => {
@@ -98,66 +61,66 @@ describe('replication-factor increase', () => {
     const stream = await create('q-232', ['n1', 'n4'], 'stream');
     const wide = await create('q-233', ['n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7']);
     const twoZones = await create('q-234', ['n1', 'n2']);
-    expect(await refusal(startGrow(ctx, { partition: 'q-231', to: 'n4', origin: 'operator' }))).toMatchObject({
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-231', to: 'n4', origin: 'operator' }))).toMatchObject({
       code: 'too_few_zones',
       message: expect.stringMatching(/keeps one copy per zone \(z1, z2, z3\); replication factor 4 needs 4 zones with a live node, the cluster has 3/),
     });
-    expect(await refusal(startGrow(ctx, { partition: 'q-232', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'not_a_queue' });
-    expect(await refusal(startGrow(ctx, { partition: 'q-234', to: 'n4', origin: 'operator' }))).toMatchObject({
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-232', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'not_a_queue' });
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-234', to: 'n4', origin: 'operator' }))).toMatchObject({
       code: 'same_zone',
       message: expect.stringMatching(/already has one in z1, where n4 is/),
     });
-    expect(await refusal(startGrow(ctx, { partition: 'q-230', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'already_a_replica' });
-    expect(await refusal(startGrow(ctx, { partition: 'q-239', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'unknown_partition' });
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-234', to: 'n2', origin: 'operator' }))).toMatchObject({ code: 'already_a_replica' });
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-239', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'unknown_partition' });
     // Above the live nodes: seven copies, and one of the eight nodes down leaves seven live for a factor of 8.
-    await cluster.client.fault({ fault: 'crash-node', node: 'n7' });
+    await t.cluster.client.fault({ fault: 'crash-node', node: 'n7' });
     try {
-      expect(await refusal(startGrow(ctx, { partition: 'q-233', to: 'n8', origin: 'operator' }))).toMatchObject({
+      expect(await refusal(startGrow(t.ctx, { partition: 'q-233', to: 'n8', origin: 'operator' }))).toMatchObject({
         code: 'too_few_nodes',
         message: expect.stringMatching(/replication factor 8 for q-233 needs 8 live nodes, one per copy; the cluster has 7/),
       });
     } finally {
-      await cluster.client.fault({ fault: 'restart-node', node: 'n7' });
+      await t.cluster.client.fault({ fault: 'restart-node', node: 'n7' });
     }
     for (const [id, p] of [['q-231', spread], ['q-232', stream], ['q-233', wide], ['q-234', twoZones]] as const) {
       const now = await partition(id);
       expect([now.owner, now.followers, now.learners, now.replicationFactor]).toEqual([p.owner, p.followers, p.learners, p.replicationFactor]);
-      await expect(client.workflow.getHandle(reconfigurationWorkflowId(id)).describe()).rejects.toThrow();
+      await expect(t.client.workflow.getHandle(reconfigurationWorkflowId(id)).describe()).rejects.toThrow();
     }
-    await settled(cluster.client, 'q-233');
+    await settled(t.cluster.client, 'q-233');
   });
 
   it('refuses a second reconfiguration while one runs, then a cancel drops the learner', async () => {
     const before = await create('q-235');
-    await cluster.client.fault({ fault: 'stall-transfer', partition: 'q-235', node: 'n5', stalled: true });
-    const handle = await startGrow(ctx, { partition: 'q-235', to: 'n5', origin: 'operator', timing: TIMING });
-    await untilPhase('q-235', ['catching_up']);
-    expect(await refusal(startGrow(ctx, { partition: 'q-235', to: 'n6', origin: 'operator' }))).toMatchObject({
+    await t.cluster.client.fault({ fault: 'stall-transfer', partition: 'q-235', node: 'n5', stalled: true });
+    const handle = await startGrow(t.ctx, { partition: 'q-235', to: 'n5', origin: 'operator', timing: TIMING });
+    await untilPhase(t.client, 'q-235', ['catching_up']);
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-235', to: 'n6', origin: 'operator' }))).toMatchObject({
       code: 'reconfiguration_running',
       message: expect.stringMatching(/already running: workflow reconfigure-q-235/),
     });
     // Past the client's own check, Temporal itself refuses a second workflow with the same id.
     await expect(
-      client.workflow.start('replicationIncrease', { workflowId: handle.workflowId, taskQueue, args: [{ partition: 'q-235', to: 'n6', origin: 'operator' }] }),
+      t.client.workflow.start('replicationIncrease', { workflowId: handle.workflowId, taskQueue, args: [{ partition: 'q-235', to: 'n6', origin: 'operator' }] }),
     ).rejects.toBeInstanceOf(WorkflowExecutionAlreadyStartedError);
-    await cancelMove(client, 'q-235', 'test: cancel the increase');
+    await cancelMove(t.client, 'q-235', 'test: cancel the increase');
     expect(await outcomeOf(handle)).toMatchObject({ status: 'cancelled', partition: 'q-235' });
-    await cluster.client.fault({ fault: 'stall-transfer', partition: 'q-235', node: 'n5', stalled: false });
+    await t.cluster.client.fault({ fault: 'stall-transfer', partition: 'q-235', node: 'n5', stalled: false });
     const after = await partition('q-235');
     expect(after).toMatchObject({ followers: before.followers, learners: [], replicationFactor: 3, writeRequirement: 2 });
   });
 
   it('survives a worker restart while T catches up', async () => {
     const before = await create('q-236');
-    await cluster.client.fault({ fault: 'stall-transfer', partition: 'q-236', node: 'n6', stalled: true });
+    await t.cluster.client.fault({ fault: 'stall-transfer', partition: 'q-236', node: 'n6', stalled: true });
     const queue = `${taskQueue}-restart`;
-    const first = await startWorker(cluster.url, queue);
-    const handle = await startGrow({ ...ctx, taskQueue: queue }, { partition: 'q-236', to: 'n6', origin: 'operator', timing: TIMING });
-    await untilPhase('q-236', ['catching_up']);
+    const first = await startWorker(t.cluster.url, queue);
+    const handle = await startGrow({ ...t.ctx, taskQueue: queue }, { partition: 'q-236', to: 'n6', origin: 'operator', timing: TIMING });
+    await untilPhase(t.client, 'q-236', ['catching_up']);
     first.w.shutdown();
     await first.running;
-    await cluster.client.fault({ fault: 'stall-transfer', partition: 'q-236', node: 'n6', stalled: false });
-    const second = await startWorker(cluster.url, queue);
+    await t.cluster.client.fault({ fault: 'stall-transfer', partition: 'q-236', node: 'n6', stalled: false });
+    const second = await startWorker(t.cluster.url, queue);
     try {
       expect(await handle.result()).toMatchObject({ status: 'completed', to: 'n6' });
     } finally {
@@ -170,8 +133,8 @@ describe('replication-factor increase', () => {
   it.each<GuardedWriteName>(['add-learner', 'promote-learner'])('passes an injected refusal of %s and completes', async (write) => {
     const id = write === 'add-learner' ? 'q-237' : 'q-238';
     const before = await create(id);
-    await cluster.client.fault({ fault: 'refuse-next-write', partition: id, write });
-    const handle = await startGrow(ctx, { partition: id, to: 'n5', origin: 'operator', timing: TIMING });
+    await t.cluster.client.fault({ fault: 'refuse-next-write', partition: id, write });
+    const handle = await startGrow(t.ctx, { partition: id, to: 'n5', origin: 'operator', timing: TIMING });
     expect(await handle.result()).toMatchObject({ status: 'completed' });
     expect((await handle.query(statusQuery)).retries).toBeGreaterThanOrEqual(1);
     expectGrown(before, await partition(id), 'n5');
@@ -198,11 +161,11 @@ describe('faults at every write boundary of an increase', () => {
     const node = victim === 'owner' ? before.owner : victim === 'T' ? to : null;
     const fault: Fault = node ? { fault: 'crash-node', node } : { fault: 'fail-owner', partition: id };
     const a: Armed = { partition: id, write, when, faults: [fault], fired: false };
-    armed.current = a;
-    const handle: WorkflowHandle = await startGrow(ctx, { partition: id, to, origin: 'operator', timing: TIMING });
-    const outcome = await healAfter(cluster.client, a, node, outcomeOf(handle));
+    t.armed.current = a;
+    const handle: WorkflowHandle = await startGrow(t.ctx, { partition: id, to, origin: 'operator', timing: TIMING });
+    const outcome = await healAfter(t.cluster.client, a, node, outcomeOf(handle));
     expect(a.fired).toBe(true);
-    const after = await settled(cluster.client, id);
+    const after = await settled(t.cluster.client, id);
     expect(outcome.status === 'aborted' ? `aborted:${outcome.code}` : outcome.status).toBe(expected(write, when, victim));
     if (outcome.status === 'completed') expectGrown(before, after, to);
     else expect(after).toMatchObject({ learners: [], replicationFactor: 3, writeRequirement: 2 });

@@ -6,13 +6,13 @@
  * And past a swap, the removal of the copy T stands in for (step 2).
  */
 import type { MoveContext } from '../../activities';
-import type { MoveOrigin, MoveOutcome } from '../definitions';
+import type { MoveOrigin, MoveOutcome, MoveTiming } from '../definitions';
 import type { MoveCheck } from '../follower-move-rules';
 import { classifyRemovalRefusal } from '../follower-move-rules';
 import { formatBytes } from '../format';
-import type { Operation } from './operation';
+import { Operation, type OperationSubject } from './operation';
 import { addLearner, dropLearnerAndSay, learnerInterrupts, rejection, removeLeaving, runStep, waitForActivation, waitForAdmission, type WriteStep } from './steps';
-import type { Interrupt } from './watch';
+import { DEFAULT_TIMING, Watch, type Interrupt } from './watch';
 
 export interface NewCopy<T> {
   op: Operation;
@@ -29,6 +29,30 @@ export type Ended = { ended: MoveOutcome };
 
 export function aborted(partition: string, code: string, reason: string): Ended {
   return { ended: { status: 'aborted', partition, code, reason } };
+}
+
+/** The operation with its watch listening for the relay's signals and its status query and cancel installed. */
+export function begin(subject: OperationSubject, timing: Partial<MoveTiming> | undefined): Operation {
+  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...timing });
+  const op = new Operation(subject, watch);
+  watch.listen();
+  op.start();
+  return op;
+}
+
+/** Validating: the operation's rules against what the broker says now; how it ended when they refuse, else null. */
+export async function validate(op: Operation, check: (ctx: MoveContext) => MoveCheck): Promise<Ended | null> {
+  const partition = op.subject.partition;
+  let ctx;
+  try {
+    ctx = await op.watch.read();
+  } catch (err) {
+    const cause = rejection(err);
+    if (cause) return aborted(partition, cause.type ?? 'rejected', cause.message);
+    throw err;
+  }
+  const result = check(ctx);
+  return result.ok ? null : aborted(partition, result.code, result.message);
 }
 
 /** Step 0 on T, then the write that makes it count: its value, or how the operation ended (learner dropped). */
