@@ -17,7 +17,7 @@ function view(over: Partial<Partition> = {}, replicas: Record<string, Partial<Re
   const partition: Partition = {
     id: 'q-0', kind: 'queue', owner: 'n1', followers: ['n2', 'n3'], learners: [], leaving: null, epoch: 1, generation: 1,
     replicationFactor: 3, durability: { mode: 'majority_durable' }, writeRequirement: 2,
-    history: [entry('n1'), entry('n2'), entry('n3')], pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [], ...over,
+    history: [entry('n1'), entry('n2'), entry('n3')], pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [], historyBytes: 0, publishRate: 0, deliveryRate: 0, ...over,
   };
   const holders = [partition.owner, ...partition.followers, ...partition.learners, ...(partition.leaving ? [partition.leaving] : [])];
   return {

@@ -13,7 +13,7 @@ const partition: Partition = {
   id: 'q-0', kind: 'queue', owner: 'n1', followers: ['n2', 'n3'], learners: [], leaving: null, epoch: 2, generation: 5,
   replicationFactor: 3, durability: { mode: 'majority_durable' }, writeRequirement: 2,
   history: ['n1', 'n2', 'n3'].map((node) => ({ node, processId: `${node}-p`, storageInstance: `${node}-s`, suspended: false })),
-  pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [],
+  pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [], historyBytes: 0, publishRate: 0, deliveryRate: 0,
 };
 
 function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRemaining: number }): PartitionView {
