@@ -268,5 +268,8 @@ export async function cancelMove(client: Client, partition: string, reason: stri
     }
     throw new MoveRefused('no_move', `no move is running on partition ${partition}: ${(err as Error).message}`);
   }
+  // The update decided (it refuses past the point of no return); Temporal's own cancel then lets the run close as
+  // Canceled rather than Failed. A run that ended meanwhile has nothing left to cancel.
+  await handle.cancel().catch(() => undefined);
   return handle.query(statusQuery);
 }
