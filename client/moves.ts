@@ -236,7 +236,9 @@ export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome | n
   } catch (err) {
     if (!(err instanceof WorkflowFailedError)) throw err;
     const { cause } = err;
-    if (cause instanceof CancelledFailure || cause instanceof ApplicationFailure) return (cause.details?.[0] as MoveOutcome | undefined) ?? null;
+    if ((cause instanceof CancelledFailure || cause instanceof ApplicationFailure) && cause.details?.[0]) return cause.details[0] as MoveOutcome;
+    // A Canceled close keeps no details: the workflow leaves its outcome in the memo.
+    if (cause instanceof CancelledFailure) return ((await handle.describe()).memo?.['outcome'] as MoveOutcome | undefined) ?? null;
     return null;
   }
 }

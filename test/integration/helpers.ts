@@ -1,8 +1,8 @@
 /** Shared set-up for integration tests: a worker of this project on the real dev server, a client, a logger. */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { outcomeOf as clientOutcomeOf } from '../../client/moves';
 import { inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
@@ -113,15 +113,7 @@ export async function replayAndKeep(client: Client, workflowId: string, fixtureN
  * run's CancelledFailure, or the memo of a run the server closed as Canceled.
  */
 export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome> {
-  try {
-    return (await handle.result()) as MoveOutcome;
-  } catch (err) {
-    const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
-    if ((cause instanceof ApplicationFailure || cause instanceof CancelledFailure) && cause.details?.[0]) return cause.details[0] as MoveOutcome;
-    if (cause instanceof CancelledFailure) {
-      const { memo } = await handle.describe();
-      if (memo?.['outcome']) return memo['outcome'] as MoveOutcome;
-    }
-    throw err;
-  }
+  const outcome = await clientOutcomeOf(handle);
+  if (!outcome) throw new Error(`${handle.workflowId} ended without an outcome`);
+  return outcome;
 }
