@@ -28,7 +28,7 @@ export async function followerReplacement(request: ReplaceRequest): Promise<Move
       recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T),
     });
     if ('ended' in swapped) return swapped.ended;
-    const B = swapped.value.boundary;
+    const B = swapped.value;
     op.refuseCancel(
       () =>
         `refused: ${partition} already counts ${T} instead of the lost ${L} (swap at boundary ${B}); the replacement finishes ` +

@@ -10,7 +10,7 @@ const nodes = [node('n1'), node('n2'), node('n3'), node('n4'), node('n5', { live
 const partition = (over: Partial<Partition> = {}): Partition => ({
   id: 'q-0', kind: 'queue', owner: 'n1', followers: ['n2', 'n3'], learners: [], leaving: null, epoch: 1, generation: 1,
   replicationFactor: 3, durability: { mode: 'majority_durable' }, writeRequirement: 2, history: [], pendingRecovery: null,
-  admission: 'open', boundary: null, retainedCopies: [], ...over,
+  admission: 'open', boundary: null, retainedCopies: [], historyBytes: 0, publishRate: 0, deliveryRate: 0, ...over,
 });
 /** One copy per zone today: n1 (za), n2 (zb), n3 (zc); n4 in za, n7 in zd, n8 in zd but down. */
 const zoned = [
