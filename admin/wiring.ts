@@ -71,7 +71,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       const loop = await loopStatus();
       return planToConvergence(planInput(topology, moves, loop?.cooldowns), planner);
     },
-    moves: () => listMoves(client),
+    moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),
     show: (partition) => showMove(client, partition, cluster),
     async start(request, by) {

@@ -138,10 +138,15 @@ async function describeRunning(client: Client, workflowId: string): Promise<stri
   }
 }
 
-/** Status of every reconfiguration in progress, by partition (q-2 before q-10); queried all at once. */
-export async function listMoves(client: Client): Promise<MoveStatus[]> {
+/**
+ * Status of every reconfiguration in progress on the task queue (this deployment's workers), by partition (q-2
+ * before q-10); queried all at once. Other task queues of the namespace are left out: their workers may be gone,
+ * and a query to a workflow no worker polls waits until it times out.
+ */
+export async function listMoves(client: Client, taskQueue: string): Promise<MoveStatus[]> {
   const ids: string[] = [];
-  for await (const wf of client.workflow.list({ query: `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) ids.push(wf.workflowId);
+  const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
+  for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
   // A workflow that ended between the list and the query is no longer in progress.
   const statuses = await Promise.all(ids.map((id) => client.workflow.getHandle(id).query(statusQuery).catch(() => null)));
   return statuses.filter((s) => s !== null).sort((a, b) => a.partition.localeCompare(b.partition, 'en', { numeric: true }));

@@ -33,7 +33,7 @@ export function register(program: Command, deps: CommandDeps): void {
         if (opts.watch) {
           const interrupt = io.signal ? null : untilInterrupted();
           try {
-            await watchMoves(() => listMoves(ctx.client), {
+            await watchMoves(() => listMoves(ctx.client, ctx.taskQueue), {
               everyMs: opts.every * 1000,
               signal: io.signal ?? interrupt!.signal,
               terminal: io.terminal,
@@ -45,7 +45,7 @@ export function register(program: Command, deps: CommandDeps): void {
           }
           return;
         }
-        const [running, ended] = await Promise.all([listMoves(ctx.client), recentMoves(ctx.client, opts.recent)]);
+        const [running, ended] = await Promise.all([listMoves(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
         if (opts.json) return io.out(JSON.stringify({ running, ended }) + '\n');
         io.out(
           running.length === 0

@@ -81,7 +81,9 @@ async function settled(what: string, timeoutMs = 150_000): Promise<{ topology: T
       const [topology, s] = await Promise.all([cluster.client.topology(), status()]);
       const busy = topology.partitions.filter((p) => p.learners.length > 0 || p.leaving || p.admission === 'closed' || p.pendingRecovery).map((p) => p.id);
       const off = deviation(topology);
-      if (busy.length === 0 && s.inFlight.length === 0 && off <= SETTINGS.planner.threshold) return { topology, status: s };
+      // At rest also means the loop's last tick started nothing: a tick may still improve a cluster already inside the band.
+      const resting = !s.lastPlan || !!s.lastPlan.idleReason;
+      if (busy.length === 0 && s.inFlight.length === 0 && off <= SETTINGS.planner.threshold && resting) return { topology, status: s };
       // Thrown, so a timeout says why it never settled.
       throw new Error(`busy ${busy.join(',') || '-'}; ${s.inFlight.length} in flight; deviation ${off.toFixed(3)}; last plan: ${s.lastPlan?.idleReason ?? 'started moves'}; skipped: ${JSON.stringify(s.lastPlan?.skipped ?? [])}`);
     },
