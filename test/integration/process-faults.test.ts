@@ -20,7 +20,7 @@ import { spawnWorker } from './processes';
 
 /** Slow enough transfers that the move spends seconds catching up: room to kill things mid-move. */
 const SLOW = { initialMessages: 8_000, retainMessages: 2_000, transferBytesPerSec: 2_000_000 };
-const SLOW_FLAGS = { nodes: 6, partitions: 4, streams: 0, 'tick-ms': 50, 'initial-messages': 8000, 'retain-messages': 2000, 'transfer-rate': 2_000_000, 'publish-rate': 50, 'catch-up-slack': 50, 'recovery-delay-ms': 500 };
+const SLOW_FLAGS = { nodes: 6, partitions: 43, streams: 0, 'tick-ms': 50, 'initial-messages': 8000, 'retain-messages': 2000, 'transfer-rate': 2_000_000, 'publish-rate': 50, 'catch-up-slack': 50, 'recovery-delay-ms': 500 };
 const PAST_SWAP: MovePhase[] = ['swapping', 'covering_boundary', 'removing', 'completed'];
 /** Past the swap (B recorded) and not yet ended. */
 const AFTER_SWAP: MovePhase[] = ['covering_boundary', 'removing'];
@@ -51,7 +51,7 @@ function inPhase(handle: WorkflowHandle<typeof followerMoveV2>, phases: MovePhas
 describe('process faults during a follower move', () => {
   it('the worker is killed with SIGKILL while catching up and after the swap, and restarted', async () => {
     // A swap is accepted however far T is behind the tail (a large catch-up slack): see the stall below.
-    const cluster = await startTestCluster({ ...SLOW, catchUpSlack: 1_000_000 }, { nodes: 6, partitions: 4, streams: 0 });
+    const cluster = await startTestCluster({ ...SLOW, catchUpSlack: 1_000_000 }, { nodes: 6, partitions: 43, streams: 0 });
     const taskQueue = `kill-worker-${process.pid}`;
     const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
     const client = await connectClient();
@@ -59,7 +59,7 @@ describe('process faults during a follower move', () => {
     try {
       // The time between the swap and the end is short: a kill that comes too late tests nothing, so the
       // scene runs again on another partition rather than passing.
-      for (const [attempt, id] of ['q-0', 'q-1', 'q-2'].entries()) {
+      for (const [attempt, id] of ['q-40', 'q-41', 'q-42'].entries()) {
         const { from, to } = await pickMove(cluster.client, id);
         const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: id, from, to, origin: 'operator', timing: { pollMs: 2_000 } });
         await inPhase(handle, ['catching_up']);
@@ -108,8 +108,8 @@ describe('process faults during a follower move', () => {
     const client = await connectClient();
     const { w, running } = await startWorker(url, taskQueue);
     try {
-      const { from, to } = await pickMove(cluster, 'q-1');
-      const handle = await startFollowerMove({ client, cluster, taskQueue }, { partition: 'q-1', from, to, origin: 'operator' });
+      const { from, to } = await pickMove(cluster, 'q-41');
+      const handle = await startFollowerMove({ client, cluster, taskQueue }, { partition: 'q-41', from, to, origin: 'operator' });
       await inPhase(handle, ['catching_up']);
       await broker.kill9();
       await new Promise((r) => setTimeout(r, 1_000));
@@ -118,7 +118,7 @@ describe('process faults during a follower move', () => {
       await broker.kill9();
       broker = await spawnCluster({}, { port, dataDir: data });
       expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
-      const p = (await cluster.partition('q-1')).partition;
+      const p = (await cluster.partition('q-41')).partition;
       expect(p.followers).toContain(to);
       expect(p.history.map((h) => h.node)).not.toContain(from);
       expect((await cluster.invariants()).breaches).toEqual([]);
@@ -135,13 +135,13 @@ describe('process faults during a follower move', () => {
     const dbFile = path.join(tmp('temporal'), 'temporal.db');
     const port = await freePort();
     let server = await startDevServer({ executable, dbFile, port, uiPort: null });
-    const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 4, streams: 0 });
+    const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 43, streams: 0 });
     const taskQueue = `restart-temporal-${process.pid}`;
     let client: Client = await connectClient(server.address);
     const { w, running } = await startWorker(cluster.url, taskQueue, undefined, server.address);
     try {
-      const { from, to } = await pickMove(cluster.client, 'q-2');
-      const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: 'q-2', from, to, origin: 'operator' });
+      const { from, to } = await pickMove(cluster.client, 'q-42');
+      const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: 'q-42', from, to, origin: 'operator' });
       await inPhase(handle, ['catching_up']);
       await server.stop();
       await new Promise((r) => setTimeout(r, 1_000));
