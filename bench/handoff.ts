@@ -18,6 +18,7 @@ import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
 import { createRebalancerWorker } from '../worker/worker';
 import type { MoveOutcome } from '../workflows/definitions';
+import { percentile } from './stats';
 
 function option(args: string[], name: string, fallback: number): number {
   const i = args.indexOf(name);
@@ -51,11 +52,6 @@ function spans(events: ClusterEvent[], start: ClusterEvent['type'], end: Cluster
     }
   }
   return out;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
 const figures = (xs: number[]) => ({ p50: Math.round(percentile(xs, 50)), p99: Math.round(percentile(xs, 99)), max: Math.round(Math.max(...xs)) });

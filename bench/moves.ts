@@ -18,6 +18,7 @@ import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import type { ClusterEvent, WriteReply } from '../cluster/contract';
 import { startDevServer, type DevServer } from '../scripts/dev-server';
+import { percentile } from './stats';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
 import { statusQuery } from '../workflows/definitions';
@@ -27,11 +28,6 @@ interface Planned {
   partition: string;
   from: string;
   to: string;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
 /** Pick `n` partitions not used yet, a follower of each and a target spread over the nodes. */
