@@ -6,56 +6,14 @@ import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { ClusterClient } from '../../cluster/client';
-import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
+import type { Partition } from '../../cluster/contract';
 import { MoveRefused, type MovesContext } from '../../client/moves';
 import type { SimConfig } from '../../cluster/sim/types';
 import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
 import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
+import { armFault, type Armed } from './write-faults';
 
-/** Faults to fire just before or just after the next `write` on `partition`. */
-export interface Armed {
-  partition: string;
-  write: GuardedWriteName;
-  when: 'before' | 'after';
-  faults: Fault[];
-  fired: boolean;
-}
-
-/** The activities' broker client, firing the armed faults at their write boundary. */
-export function armFault(real: ClusterClient, armed: { current: Armed | null }): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
-  return {
-    partition: (id) => real.partition(id),
-    nodes: () => real.nodes(),
-    write: async (partition, write, request) => {
-      const a = armed.current && !armed.current.fired && armed.current.partition === partition && armed.current.write === write ? armed.current : null;
-      if (a?.when === 'before') {
-        a.fired = true;
-        for (const f of a.faults) await real.fault(f);
-      }
-      const reply = await real.write(partition, write, request);
-      if (a?.when === 'after') {
-        a.fired = true;
-        for (const f of a.faults) await real.fault(f);
-      }
-      return reply;
-    },
-  };
-}
-
-/** Restarts a crashed node a moment after its fault fired (a restarted process with its disk), and returns the result. */
-export async function healAfter<T>(broker: ClusterClient, a: Armed, node: string | null, result: Promise<T>): Promise<T> {
-  let ended = false;
-  const healer = (async () => {
-    if (!node) return;
-    await eventually('the fault to fire or the move to end', async () => (a.fired || ended ? true : undefined), 120_000);
-    if (!a.fired) return;
-    await new Promise((r) => setTimeout(r, 1_500));
-    await broker.fault({ fault: 'restart-node', node });
-  })();
-  const out = await result.finally(() => (ended = true));
-  await healer;
-  return out;
-}
+export { healAfter, type Armed } from './write-faults';
 
 /** The relay a test file's worker runs: its events reach a workflow of a partition id only once it passed them. */
 export interface Relay {
@@ -124,7 +82,7 @@ export function useSuite(taskQueue: string, config: Partial<SimConfig> = {}): Su
   beforeAll(async () => {
     suite.cluster = await startTestCluster(config, { nodes: 8, partitions: 0, streams: 0 });
     suite.client = await connectClient();
-    const { w, running } = await startWorker(suite.cluster.url, taskQueue, (real) => armFault(real, suite.armed));
+    const { w, running } = await startWorker(suite.cluster.url, taskQueue, (real) => armFault(real, () => suite.armed.current));
     stop = async () => {
       w.shutdown();
       await running;

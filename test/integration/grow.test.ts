@@ -105,6 +105,7 @@ describe('replication-factor increase', () => {
     ).rejects.toBeInstanceOf(WorkflowExecutionAlreadyStartedError);
     await cancelMove(t.client, 'q-235', 'test: cancel the increase');
     expect(await outcomeOf(handle)).toMatchObject({ status: 'cancelled', partition: 'q-235' });
+    await replayAndKeep(t.client, handle.workflowId, 'replication-increase-cancelled');
     await t.cluster.client.fault({ fault: 'stall-transfer', partition: 'q-235', node: 'n5', stalled: false });
     const after = await partition('q-235');
     expect(after).toMatchObject({ followers: before.followers, learners: [], replicationFactor: 3, writeRequirement: 2 });
@@ -123,6 +124,7 @@ describe('replication-factor increase', () => {
     const second = await startWorker(t.cluster.url, queue);
     try {
       expect(await handle.result()).toMatchObject({ status: 'completed', to: 'n6' });
+      await replayAndKeep(t.client, handle.workflowId, 'replication-increase-worker-restarted');
     } finally {
       second.w.shutdown();
       await second.running;

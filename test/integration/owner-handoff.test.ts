@@ -13,11 +13,11 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHandoff } from '../../client/handoff';
 import { cancelMove, MoveRefused, outcomeOf, startFollowerMove, type MovesContext } from '../../client/moves';
-import type { ClusterClient } from '../../cluster/client';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
 import { statusQuery, type HandoffRequest, type MoveOutcome, type MovePhase } from '../../workflows/definitions';
 import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 import { spawnWorker } from './processes';
+import { armFault, healAfter, type Armed } from './write-faults';
 
 let cluster: Awaited<ReturnType<typeof startTestCluster>>;
 let client: Client;
@@ -25,41 +25,12 @@ let ctx: MovesContext;
 let stopWorker: () => Promise<void>;
 const taskQueue = `owner-handoff-${process.pid}`;
 
-interface Armed {
-  partition: string;
-  write: GuardedWriteName;
-  when: 'before' | 'after';
-  /** Faults to inject, or a hook to run, at that point. */
-  faults: Fault[];
-  hook?: () => Promise<void>;
-  fired: boolean;
-}
 let armed: Armed | null = null;
-
-/** The activities' broker client, wrapped to fire a fault right before or right after one guarded write. */
-function wrap(real: ClusterClient): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
-  const fire = async (a: Armed) => {
-    a.fired = true;
-    for (const f of a.faults) await real.fault(f);
-    await a.hook?.();
-  };
-  return {
-    partition: (id) => real.partition(id),
-    nodes: () => real.nodes(),
-    write: async (partition, write, request) => {
-      const a = armed && !armed.fired && armed.partition === partition && armed.write === write ? armed : null;
-      if (a?.when === 'before') await fire(a);
-      const reply = await real.write(partition, write, request);
-      if (a?.when === 'after') await fire(a);
-      return reply;
-    },
-  };
-}
 
 beforeAll(async () => {
   cluster = await startTestCluster({}, { nodes: 6, partitions: 0, streams: 0 });
   client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, wrap);
+  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, () => armed));
   stopWorker = async () => {
     w.shutdown();
     await running;
@@ -199,17 +170,7 @@ describe('owner handoff: faults at every write boundary', () => {
     armed = a;
 
     const handle = await startHandoff(ctx, request(id, A, D));
-    let over = false;
-    // A crashed node comes back a moment after the fault, as a restarted process with its disk.
-    const healer = (async () => {
-      if (!node) return;
-      await eventually('the fault to fire or the handoff to end', async () => (a.fired || over ? true : undefined), 120_000);
-      if (!a.fired) return;
-      await new Promise((r) => setTimeout(r, 1_500));
-      await cluster.client.fault({ fault: 'restart-node', node });
-    })();
-    const outcome = await ended(handle).finally(() => (over = true));
-    await healer;
+    const outcome = await healAfter(cluster.client, a, node, ended(handle));
     const got = outcome.status === 'aborted' ? `aborted:${outcome.code}` : outcome.status;
     outcomes[`${victim} ${when} ${write}`] = got;
     // Every injected fault fired: a case whose handoff ended before its write tests nothing.
@@ -278,6 +239,7 @@ describe('owner handoff: cancel, stalls and quiet points', () => {
     const outcome = await ended(handle);
     expect(outcome).toMatchObject({ status: 'aborted', code: 'stalled', reason: expect.stringMatching(/within 2s; n3 did not become the owner, admission reopened on n2/) });
     expect((await cluster.client.partition(before.id)).partition).toMatchObject({ owner: 'n2', admission: 'open', epoch: before.epoch });
+    await replayAndKeep(client, handle.workflowId, 'owner-handoff-stalled');
     await cluster.client.fault({ fault: 'stall-transfer', partition: before.id, node: 'n4', stalled: false });
     expect((await cluster.client.invariants()).breaches).toEqual([]);
   });

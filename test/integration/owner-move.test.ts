@@ -11,7 +11,7 @@ import type { Partition } from '../../cluster/contract';
 import { KindKey } from '../../workflows/search-attributes';
 import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../workflows/definitions';
 import { runCli } from '../../client/cli';
-import { connectClient, eventually, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
 
 let cluster: Awaited<ReturnType<typeof startTestCluster>>;
 let client: Client;
@@ -72,6 +72,7 @@ describe('owner move', () => {
     expect(seen.every((s) => s.kind === 'owner-move' && s.via === 'n2')).toBe(true);
     const stages = seen.map((s) => s.stage).filter((s, i, all) => s !== all[i - 1]);
     expect(stages).toEqual(['follower_move', 'handoff']);
+    await replayAndKeep(client, handle.workflowId, 'owner-move-completed');
     expect(seen.at(-1)).toMatchObject({ stage: 'handoff', phase: 'completed', admissionClosedMs: outcome.admissionClosedMs });
 
     const after = (await cluster.client.partition('q-227')).partition;
@@ -97,6 +98,7 @@ describe('owner move', () => {
     });
     await cancelMove(client, 'q-228', 'not now');
     expect(await ended(handle)).toMatchObject({ status: 'cancelled', kind: 'owner-move' });
+    await replayAndKeep(client, handle.workflowId, 'owner-move-cancelled');
     await cluster.client.fault({ fault: 'stall-transfer', partition: 'q-228', node: 'n6', stalled: false });
     const after = (await cluster.client.partition('q-228')).partition;
     expect(after).toMatchObject({ owner: 'n2', learners: [], admission: 'open', epoch: before.epoch });

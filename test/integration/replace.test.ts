@@ -98,6 +98,7 @@ describe('lost-follower replacement', () => {
     ).rejects.toBeInstanceOf(WorkflowExecutionAlreadyStartedError);
     await cancelMove(t.client, 'q-243', 'test: cancel the replacement');
     expect(await outcomeOf(handle)).toMatchObject({ status: 'cancelled' });
+    await replayAndKeep(t.client, handle.workflowId, 'follower-replacement-cancelled');
     await t.cluster.client.fault({ fault: 'stall-transfer', partition: 'q-243', node: 'n6', stalled: false });
     expect(counted(await partition('q-243'))).toEqual(counted(before));
     expect((await partition('q-243')).learners).toEqual([]);
@@ -119,6 +120,7 @@ describe('lost-follower replacement', () => {
     try {
       expect(await handle.result()).toMatchObject({ status: 'completed', to: 'n6' });
       expect((await handle.query(statusQuery)).retries).toBeGreaterThanOrEqual(2);
+      await replayAndKeep(t.client, handle.workflowId, 'follower-replacement-worker-restarted');
     } finally {
       second.w.shutdown();
       await second.running;

@@ -8,23 +8,15 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '../../client/moves';
 import { statusQuery } from '../../workflows/definitions';
-import type { ClusterClient } from '../../cluster/client';
 import type { Fault, GuardedWriteName } from '../../cluster/contract';
 import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { armFault, healAfter, type Armed } from './write-faults';
 
 type Victim = 'owner' | 'R' | 'T' | 'recovery';
 type When = 'before' | 'after';
 const WRITES: GuardedWriteName[] = ['add-learner', 'swap', 'remove-leaving'];
 const VICTIMS: Victim[] = ['owner', 'R', 'T', 'recovery'];
 const WHENS: When[] = ['before', 'after'];
-
-interface Armed {
-  partition: string;
-  write: GuardedWriteName;
-  when: When;
-  faults: Fault[];
-  fired: boolean;
-}
 
 let cluster: Awaited<ReturnType<typeof startTestCluster>>;
 let client: Client;
@@ -34,30 +26,10 @@ let armed: Armed | null = null;
 const outcomes: Record<string, string> = {};
 const taskQueue = `boundary-faults-${process.pid}`;
 
-function wrap(real: ClusterClient): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
-  return {
-    partition: (id) => real.partition(id),
-    nodes: () => real.nodes(),
-    write: async (partition, write, request) => {
-      const a = armed && !armed.fired && armed.partition === partition && armed.write === write ? armed : null;
-      if (a?.when === 'before') {
-        a.fired = true;
-        for (const f of a.faults) await real.fault(f);
-      }
-      const reply = await real.write(partition, write, request);
-      if (a?.when === 'after') {
-        a.fired = true;
-        for (const f of a.faults) await real.fault(f);
-      }
-      return reply;
-    },
-  };
-}
-
 beforeAll(async () => {
   cluster = await startTestCluster({}, { nodes: 8, partitions: WRITES.length * VICTIMS.length * WHENS.length + 2, streams: 0 });
   client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, wrap);
+  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, () => armed));
   stopWorker = async () => {
     w.shutdown();
     await running;
@@ -102,17 +74,7 @@ describe('faults at every write boundary of a follower move', () => {
 
       const a = armed;
       const handle = await startFollowerMove(ctx, { partition, from, to, origin: 'operator', timing: { pollMs: 500, retryMs: 300 } });
-      let ended = false;
-      // A crashed node comes back a moment after the fault, as a restarted process with its disk.
-      const healer = (async () => {
-        if (!node) return;
-        await eventually('the fault to fire or the move to end', async () => (a.fired || ended ? true : undefined), 120_000);
-        if (!a.fired) return;
-        await new Promise((r) => setTimeout(r, 1_500));
-        await cluster.client.fault({ fault: 'restart-node', node });
-      })();
-      const outcome = await outcomeOf(handle).finally(() => (ended = true));
-      await healer;
+      const outcome = await healAfter(cluster.client, a, node, outcomeOf(handle));
       const got = outcome.status === 'aborted' ? `aborted:${outcome.code}` : outcome.status;
       outcomes[`${victim} ${when} ${write}`] = got;
       // Every injected fault fired: a case whose move ended before its write tests nothing.
