@@ -8,7 +8,7 @@ import type { Refusal } from '../cluster/contract';
 import type { FollowerMoveRequest, MoveOutcome } from './definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
 import { formatBytes } from './format';
-import { Operation } from './steps/operation';
+import { begin, Operation } from './steps/operation';
 import {
   addLearner,
   dropLearnerAndSay,
@@ -21,14 +21,11 @@ import {
   waitForActivation,
   waitForAdmission,
 } from './steps/steps';
-import { DEFAULT_TIMING, Watch, type Interrupt } from './steps/watch';
+import type { Interrupt } from './steps/watch';
 
 export async function followerMoveV2(request: FollowerMoveRequest): Promise<MoveOutcome> {
-  const { partition, from: R, to: T, origin } = request;
-  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
-  const op = new Operation({ kind: 'follower-move', partition, from: R, to: T, origin }, watch);
-  watch.listen();
-  op.start();
+  const { partition, from, to, origin } = request;
+  const op = begin({ kind: 'follower-move', partition, from, to, origin }, request.timing);
   return op.run(() => moveFollower(op, request));
 }
 

@@ -7,7 +7,8 @@
  */
 import type { MoveOutcome, ReplaceRequest } from './definitions';
 import { checkReplace } from './grow-rules';
-import { begin, removeOnceCovered, untilCounted, validate } from './steps/grow-learner';
+import { removeOnceCovered, untilCounted, validate } from './steps/grow-learner';
+import { begin } from './steps/operation';
 import { swap } from './steps/steps';
 
 export async function followerReplacement(request: ReplaceRequest): Promise<MoveOutcome> {

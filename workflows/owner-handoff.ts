@@ -12,9 +12,9 @@ import type { Activities } from '../activities';
 import type { Refusal } from '../cluster/contract';
 import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from './definitions';
 import { checkHandoff } from './handoff-rules';
-import { Operation } from './steps/operation';
+import { begin, Operation } from './steps/operation';
 import { closeAdmission, commitOwner, rejection, reopenAdmission, runStep, waitForActivation, waitForQuietPoint } from './steps/steps';
-import { ACTIVITY_OPTIONS, DEFAULT_TIMING, Watch, type Interrupt } from './steps/watch';
+import { ACTIVITY_OPTIONS, type Interrupt } from './steps/watch';
 
 /** How often the broker is re-read while admission is closed and the handoff waits for the final boundary. */
 const CLOSED_READ_MS = 200;
@@ -225,10 +225,7 @@ export function runOperation(
   body: (op: Operation) => Promise<MoveOutcome>,
 ): Promise<MoveOutcome> {
   const { partition, from, to, origin } = request;
-  const watch = new Watch(partition, { ...DEFAULT_TIMING, ...request.timing });
-  const op = new Operation({ kind, partition, from, to, origin }, watch);
-  watch.listen();
-  op.start();
+  const op = begin({ kind, partition, from, to, origin }, request.timing);
   return op.run(async () => {
     try {
       return await body(op);

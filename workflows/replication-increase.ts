@@ -5,7 +5,8 @@
  */
 import type { GrowRequest, MoveOutcome } from './definitions';
 import { checkGrow } from './grow-rules';
-import { begin, untilCounted, validate } from './steps/grow-learner';
+import { untilCounted, validate } from './steps/grow-learner';
+import { begin } from './steps/operation';
 import { promoteLearner } from './steps/steps';
 
 export async function replicationIncrease(request: GrowRequest): Promise<MoveOutcome> {

@@ -6,13 +6,13 @@
  * And past a swap, the removal of the copy T stands in for (step 2).
  */
 import type { MoveContext } from '../../activities';
-import type { MoveOrigin, MoveOutcome, MoveTiming } from '../definitions';
+import type { MoveOrigin, MoveOutcome } from '../definitions';
 import type { MoveCheck } from '../follower-move-rules';
 import { classifyRemovalRefusal } from '../follower-move-rules';
 import { formatBytes } from '../format';
-import { Operation, type OperationSubject } from './operation';
+import type { Operation } from './operation';
 import { addLearner, dropLearnerAndSay, learnerInterrupts, rejection, removeLeaving, runStep, waitForActivation, waitForAdmission, type WriteStep } from './steps';
-import { DEFAULT_TIMING, Watch, type Interrupt } from './watch';
+import type { Interrupt } from './watch';
 
 export interface NewCopy<T> {
   op: Operation;
@@ -29,15 +29,6 @@ export type Ended = { ended: MoveOutcome };
 
 export function aborted(partition: string, code: string, reason: string): Ended {
   return { ended: { status: 'aborted', partition, code, reason } };
-}
-
-/** The operation with its watch listening for the relay's signals and its status query and cancel installed. */
-export function begin(subject: OperationSubject, timing: Partial<MoveTiming> | undefined): Operation {
-  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...timing });
-  const op = new Operation(subject, watch);
-  watch.listen();
-  op.start();
-  return op;
 }
 
 /** Validating: the operation's rules against what the broker says now; how it ended when they refuse, else null. */

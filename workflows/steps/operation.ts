@@ -22,10 +22,11 @@ import {
   type MoveOutcome,
   type MovePhase,
   type MoveStatus,
+  type MoveTiming,
   type ReconfigurationKind,
 } from '../definitions';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../search-attributes';
-import type { Watch } from './watch';
+import { DEFAULT_TIMING, Watch } from './watch';
 
 export interface OperationSubject {
   kind: ReconfigurationKind;
@@ -186,4 +187,13 @@ export class Operation {
     if (outcome.status === 'aborted') throw ApplicationFailure.nonRetryable(outcome.reason, outcome.code, outcome);
     return outcome;
   }
+}
+
+/** An operation with its watch listening for the relay's signals and its status query and cancel installed. */
+export function begin(subject: OperationSubject, timing: Partial<MoveTiming> | undefined): Operation {
+  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...timing });
+  const op = new Operation(subject, watch);
+  watch.listen();
+  op.start();
+  return op;
 }
