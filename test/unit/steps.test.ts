@@ -85,6 +85,13 @@ describe('what the Watch keeps', () => {
     expect(watch.recoveryPending).toBe(false);
   });
 
+  it("a generation mismatch takes the broker's generation, even below one seen: a recreated record starts over", () => {
+    const { watch } = setup();
+    watch.notePartition({ ...partition, generation: 9 });
+    watch.noteReply({ ok: false, refusal: refusal('generation_mismatch', { current: 2, expected: 9 }) } as never);
+    expect(watch.generation).toBe(2);
+  });
+
   it('durable offsets are a maximum; bytes remaining follow the highest offset', () => {
     const { watch } = setup();
     watch.absorb(view({}, { durableOffset: 50, bytesRemaining: 40 }));

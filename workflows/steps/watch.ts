@@ -237,13 +237,16 @@ export class Watch {
     return reply;
   }
 
-  private noteReply(reply: WriteReply): void {
+  /** Take in a guarded write's reply: the record it returns, or what its refusal says of the broker. */
+  noteReply(reply: WriteReply): void {
     if (reply.ok) {
       this.notePartition(reply.partition);
       return;
     }
     const { code, saw } = reply.refusal;
-    if (code === 'generation_mismatch' && typeof saw['current'] === 'number') this.noteGeneration(saw['current']);
+    // The broker's current generation is its word, even below what signals said: a record deleted and created
+    // again under the same id starts over, and late events of the old one must not hold the next write forever.
+    if (code === 'generation_mismatch' && typeof saw['current'] === 'number') this.generation = saw['current'];
     if (code === 'pending_recovery') this.openRecovery(this.epoch);
     if (code === 'node_down' && typeof saw['node'] === 'string') this.replica(saw['node']).live = false;
     this.version++;
