@@ -21,7 +21,8 @@ export interface DevServerOptions {
   port?: number;
   /** null: headless (no Web UI). */
   uiPort?: number | null;
-  namespace?: string;
+  /** Registered at start, each with the project's search attributes; `default` when not given. */
+  namespaces?: string[];
   log?: (line: string) => void;
   /** Aborted while starting: the child is stopped and the start rejects. */
   signal?: AbortSignal;
@@ -72,8 +73,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     '--port',
     String(port),
     ...(options.dbFile ? ['--db-filename', options.dbFile] : []),
-    '--namespace',
-    options.namespace ?? 'default',
+    ...(options.namespaces ?? ['default']).flatMap((namespace) => ['--namespace', namespace]),
     '--log-level',
     'error',
     ...SEARCH_ATTRIBUTES.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),

@@ -137,7 +137,7 @@ async function startTemporal(): Promise<string> {
     dbFile: path.join(dataDir, 'temporal.db'),
     port: env.TEMPORAL_PORT,
     uiPort: env.TEMPORAL_UI_PORT,
-    namespace: env.TEMPORAL_NAMESPACE,
+    namespaces: [env.TEMPORAL_NAMESPACE],
     log: (line) => logger.info(line),
     signal: stopping.signal,
   });

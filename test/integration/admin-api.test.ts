@@ -7,7 +7,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiPath } from '../../admin/openapi';
 import { call, startAdminFixture, TOKEN, type AdminFixture } from './admin-fixture';
-import { eventually } from './helpers';
+import { eventually, temporalEnv, temporalNamespace } from './helpers';
 
 const PARTITIONS = ['q-500', 'q-501', 'q-502'];
 let f: AdminFixture;
@@ -141,7 +141,7 @@ describe('audit', () => {
     expect(refused.status).toBe(409);
     const move = await call(base(), 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-501', from: p.followers[0], to, reason: 'spread load' }, headers: { 'x-operator': 'bob' } });
     expect(move.status).toBe(202);
-    expect(move.body).toMatchObject({ workflowId: 'reconfigure-q-501', link: 'http://127.0.0.1:8233/namespaces/default/workflows/reconfigure-q-501' });
+    expect(move.body).toMatchObject({ workflowId: 'reconfigure-q-501', link: `http://127.0.0.1:8233/namespaces/${temporalNamespace()}/workflows/reconfigure-q-501` });
     await eventually('the move to complete', async () => {
       const r = await call(base(), 'GET', '/api/moves/q-501', { token: false });
       return r.body.running === false ? r.body : undefined;
@@ -196,8 +196,7 @@ describe('OpenAPI', () => {
 describe('CLI actions in the audit log', () => {
   it('records a CLI action with its outcome, readable through the API and `rebalancer audit`', async () => {
     const { runCli } = await import('../../client/cli');
-    const { temporalAddress } = await import('./helpers');
-    Object.assign(process.env, { DATA_DIR: f.dataDir, TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: f.cluster.url });
+    Object.assign(process.env, { DATA_DIR: f.dataDir, ...temporalEnv(), CLUSTER_URL: f.cluster.url });
     let out = '';
     const io = { out: (t: string) => void (out += t), err: () => undefined };
     expect(await runCli(['cancel', 'q-502', '--reason', 'cli audit test'], io)).toBe(1);

@@ -15,7 +15,7 @@ import type { SimConfig } from '../../cluster/sim/types';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import type { PlannerConfig } from '../../planner/types';
 import { createRebalancerWorker } from '../../worker/worker';
-import { connectClient, logger, startTestCluster, temporalAddress, TEST_RELAY_TUNING } from './helpers';
+import { connectClient, logger, startTestCluster, temporalAddress, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
 
 export const TOKEN = 'test-admin-token-0123456789';
 
@@ -45,7 +45,7 @@ export async function startAdminFixture(options: {
   // The real rebalancer loop, started while the cluster has no partition and ticking once an hour: it plans on a
   // node event or a resume only, so the moves these tests request by hand are theirs alone until then.
   const w = await createRebalancerWorker({
-    temporal: { address: temporalAddress(), namespace: 'default', taskQueue },
+    temporal: { address: temporalAddress(), namespace: temporalNamespace(), taskQueue },
     clusterUrl: cluster.url,
     logger,
     relayTuning: TEST_RELAY_TUNING,
@@ -60,7 +60,7 @@ export async function startAdminFixture(options: {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
   let audit = new AuditLog(auditFile(dataDir));
   const open = (host = '127.0.0.1', log = audit) =>
-    startAdmin({ deps, audit: log, token: TOKEN, host, port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: 'default' });
+    startAdmin({ deps, audit: log, token: TOKEN, host, port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
   const fixture: AdminFixture = {
     cluster,
     client,

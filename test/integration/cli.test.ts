@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
 import { buildCli } from '../../client/cli';
-import { connectClient, eventually, pickMove, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, pickMove, startTestCluster, startWorker, temporalEnv } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -30,7 +30,7 @@ beforeAll(async () => {
     w.shutdown();
     await running;
   };
-  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {

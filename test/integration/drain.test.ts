@@ -11,7 +11,7 @@ import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/reb
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -47,7 +47,7 @@ beforeAll(async () => {
   for (const [i, replicas] of layouts.entries()) await cluster.client.createPartition({ id: `q-${450 + i}`, replicas });
   client = await connectClient();
   await launchWorker();
-  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {

@@ -11,7 +11,7 @@ import { ClusterHttpError } from '../../cluster/client';
 import type { Partition, WriteReply } from '../../cluster/contract';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
-import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress, temporalNamespace } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -75,7 +75,7 @@ let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 async function startBareWorker(queue: string, broker: ActivityDeps['cluster']): Promise<() => Promise<void>> {
   bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH });
   const connection = await NativeConnection.connect({ address: temporalAddress() });
-  const worker = await Worker.create({ connection, taskQueue: queue, workflowBundle: await bundle, activities: createActivities({ cluster: broker }) });
+  const worker = await Worker.create({ connection, namespace: temporalNamespace(), taskQueue: queue, workflowBundle: await bundle, activities: createActivities({ cluster: broker }) });
   const running = worker.run();
   return async () => {
     worker.shutdown();

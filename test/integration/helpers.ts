@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { outcomeOf as clientOutcomeOf } from '../../client/moves';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
 import { startCluster, type RunningCluster } from '../../cluster/server';
@@ -13,6 +13,7 @@ import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
 import type { MoveOutcome } from '../../workflows/definitions';
+import { testFileNamespace } from './namespaces';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
 installRuntimeLogger(logger);
@@ -21,9 +22,27 @@ export function temporalAddress(): string {
   return inject('temporalAddress');
 }
 
-export async function connectClient(address = temporalAddress()): Promise<Client> {
-  const connection = await Connection.connect({ address });
-  return new Client({ connection });
+/**
+ * This test file's namespace on the shared dev server: workflow ids are `reconfigure-<partition>`, so files whose
+ * clusters both have a q-1 would otherwise refuse or follow each other's moves. A server named by
+ * TEMPORAL_ADDRESS has only `default`.
+ */
+export function temporalNamespace(): string {
+  if (!inject('namespacePerFile')) return 'default';
+  const file = expect.getState().testPath;
+  if (!file) throw new Error('temporalNamespace() is for test files: call it in a hook or a test');
+  return testFileNamespace(file);
+}
+
+/** TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE for a CLI, worker or admin server of this test file. */
+export function temporalEnv(): { TEMPORAL_ADDRESS: string; TEMPORAL_NAMESPACE: string } {
+  return { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_NAMESPACE: temporalNamespace() };
+}
+
+/** A client of the shared dev server in this file's namespace, or of another server (its `default`). */
+export async function connectClient(address?: string): Promise<Client> {
+  const connection = await Connection.connect({ address: address ?? temporalAddress() });
+  return new Client({ connection, namespace: address === undefined ? temporalNamespace() : 'default' });
 }
 
 /** Relay timing for tests: quick progress, and a killed worker's relay run moves on within seconds. */
@@ -34,10 +53,10 @@ export async function startWorker(
   clusterUrl: string,
   taskQueue: string,
   wrapActivityCluster?: RebalancerWorkerOptions['wrapActivityCluster'],
-  address = temporalAddress(),
+  address?: string,
 ): Promise<{ w: RebalancerWorker; running: Promise<void> }> {
   const w = await createRebalancerWorker({
-    temporal: { address, namespace: 'default', taskQueue },
+    temporal: { address: address ?? temporalAddress(), namespace: address === undefined ? temporalNamespace() : 'default', taskQueue },
     clusterUrl,
     logger,
     wrapActivityCluster,

@@ -15,7 +15,7 @@ import { startHandoff } from '../../client/handoff';
 import { cancelMove, MoveRefused, outcomeOf, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
 import { statusQuery, type HandoffRequest, type MoveOutcome, type MovePhase } from '../../workflows/definitions';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 import { spawnWorker } from './processes';
 import { armFault, healAfter, type Armed } from './write-faults';
 
@@ -279,7 +279,7 @@ describe('owner handoff: the worker killed while admission is closed', () => {
   it('a new worker carries the handoff on from its history and it completes', async () => {
     const before = await partitionOn(226, ['n5', 'n6', 'n1']);
     const killQueue = `owner-handoff-kill-${process.pid}`;
-    const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: killQueue, CLUSTER_URL: cluster.url, DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'handoff-worker-')) };
+    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: killQueue, CLUSTER_URL: cluster.url, DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'handoff-worker-')) };
     let worker = await spawnWorker(env);
     try {
       await cluster.client.fault({ fault: 'stall-transfer', partition: before.id, node: 'n1', stalled: true });

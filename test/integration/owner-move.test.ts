@@ -11,7 +11,7 @@ import type { Partition } from '../../cluster/contract';
 import { KindKey } from '../../workflows/search-attributes';
 import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../workflows/definitions';
 import { runCli } from '../../client/cli';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 
 let cluster: Awaited<ReturnType<typeof startTestCluster>>;
 let client: Client;
@@ -28,7 +28,7 @@ beforeAll(async () => {
     await running;
   };
   ctx = { client, cluster: cluster.client, taskQueue };
-  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {

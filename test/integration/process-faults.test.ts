@@ -14,7 +14,7 @@ import { freePort, startDevServer } from '../../scripts/dev-server';
 import { ensureTemporalCli } from '../../scripts/temporal-cli';
 import { statusQuery, type MovePhase } from '../../workflows/definitions';
 import type { followerMoveV2 } from '../../workflows/follower-move-v2';
-import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress } from './helpers';
+import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 import { spawnCluster } from '../../cluster/spawn';
 import { spawnWorker } from './processes';
 
@@ -53,7 +53,7 @@ describe('process faults during a follower move', () => {
     // A swap is accepted however far T is behind the tail (a large catch-up slack): see the stall below.
     const cluster = await startTestCluster({ ...SLOW, catchUpSlack: 1_000_000 }, { nodes: 6, partitions: 43, streams: 0 });
     const taskQueue = `kill-worker-${process.pid}`;
-    const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
+    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
     const client = await connectClient();
     let worker = await spawnWorker(env);
     try {

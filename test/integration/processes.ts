@@ -42,7 +42,7 @@ async function spawnTs(entry: string, args: string[], env: Record<string, string
   return { process: child, kill9: () => end('SIGKILL'), stop: () => end('SIGTERM') };
 }
 
-export function spawnWorker(env: { TEMPORAL_ADDRESS: string; TEMPORAL_TASK_QUEUE: string; CLUSTER_URL: string; DATA_DIR: string }): Promise<Child> {
+export function spawnWorker(env: { TEMPORAL_ADDRESS: string; TEMPORAL_NAMESPACE?: string; TEMPORAL_TASK_QUEUE: string; CLUSTER_URL: string; DATA_DIR: string }): Promise<Child> {
   return spawnTs('worker/main.ts', [], { ...env, LOG_LEVEL: 'info' }, /worker ready/);
 }
 

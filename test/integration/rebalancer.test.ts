@@ -13,7 +13,7 @@ import { DEFAULT_PLANNER_CONFIG, scoreNodes } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
-import { connectClient, eventually, logger, replayAndKeep, startTestCluster, TEST_RELAY_TUNING, temporalAddress } from './helpers';
+import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
@@ -39,10 +39,10 @@ beforeAll(async () => {
     await cluster.client.createPartition({ id: `q-${400 + i}`, replicas });
   }
   client = await connectClient();
-  w = await createRebalancerWorker({ temporal: { address: temporalAddress(), namespace: 'default', taskQueue }, clusterUrl: cluster.url, logger, relayTuning: TEST_RELAY_TUNING, rebalancer: SETTINGS });
+  w = await createRebalancerWorker({ temporal: { address: temporalAddress(), namespace: temporalNamespace(), taskQueue }, clusterUrl: cluster.url, logger, relayTuning: TEST_RELAY_TUNING, rebalancer: SETTINGS });
   running = w.run();
   scope = relayScope(cluster.url, taskQueue);
-  Object.assign(process.env, { TEMPORAL_ADDRESS: temporalAddress(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {

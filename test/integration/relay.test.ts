@@ -18,7 +18,7 @@ import { ensureRelay, relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { drainWorkflowId, rebalancerWorkflowId } from '../../workflows/definitions';
 import { SourceKey, TargetKey } from '../../workflows/search-attributes';
-import { TEST_RELAY_TUNING, connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress } from './helpers';
+import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
 import { spawnWorker, type Child } from './processes';
 
 // The dev server and its visibility are shared with other test files, whose clusters have at most 6 nodes and
@@ -57,7 +57,7 @@ let crashed: { worker: string; page: RelayPage; survivorSent: number } | null = 
 async function startRelayWorker(name: string): Promise<RelayWorker> {
   const me = { name, sent: [] as SentSignal[] } as RelayWorker;
   me.w = await createRebalancerWorker({
-    temporal: { address: temporalAddress(), namespace: 'default', taskQueue },
+    temporal: { address: temporalAddress(), namespace: temporalNamespace(), taskQueue },
     clusterUrl: cluster.url,
     logger,
     // Long runs: a successor resuming from the run's start instead of where delivery stood would repeat test 1's signals.
@@ -337,7 +337,7 @@ describe('the progress relay with two worker processes', () => {
     // Started before the workers, which join it: test timing, so a dead worker's run moves on after 5 s.
     // Long runs, as above: a successor resuming from the run's start instead of its last heartbeat would repeat signals.
     relayId = await ensureRelay(client, queue, cluster.client.baseUrl, { ...TEST_RELAY_TUNING, runMs: 10 * 60_000 });
-    const env = { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_TASK_QUEUE: queue, CLUSTER_URL: cluster.url, DATA_DIR: os.tmpdir() };
+    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: queue, CLUSTER_URL: cluster.url, DATA_DIR: os.tmpdir() };
     children = await Promise.all([spawnWorker(env), spawnWorker(env)]);
   });
   afterAll(async () => {

@@ -14,7 +14,7 @@ import { cancelUpdate, reconfigurationWorkflowId, statusQuery } from '../../work
 import type { progressRelay } from '../../workflows/relay';
 import { KindKey, PhaseKey } from '../../workflows/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
-import { connectClient, eventually, outcomeOf, replayAndKeep, temporalAddress } from './helpers';
+import { connectClient, eventually, outcomeOf, replayAndKeep, temporalAddress, temporalNamespace } from './helpers';
 
 const stream: PartitionView = {
   partition: {
@@ -38,6 +38,7 @@ describe('workflow plumbing on a real Temporal dev server', () => {
     const connection = await NativeConnection.connect({ address: temporalAddress() });
     worker = await Worker.create({
       connection,
+      namespace: temporalNamespace(),
       taskQueue,
       workflowsPath: WORKFLOWS_PATH,
       activities: createActivities({
@@ -104,6 +105,7 @@ describe('how a move built on the steps ends, on a real Temporal dev server', ()
     const connection = await NativeConnection.connect({ address: temporalAddress() });
     worker = await Worker.create({
       connection,
+      namespace: temporalNamespace(),
       taskQueue,
       workflowsPath: WORKFLOWS_PATH,
       activities: createActivities({
@@ -168,6 +170,7 @@ describe('the progress relay workflow on a real Temporal dev server', () => {
     const connection = await NativeConnection.connect({ address: temporalAddress() });
     const worker = await Worker.create({
       connection,
+      namespace: temporalNamespace(),
       taskQueue,
       workflowsPath: WORKFLOWS_PATH,
       activities: createRelayActivities({
