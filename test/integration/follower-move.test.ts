@@ -11,30 +11,21 @@ import { ClusterHttpError } from '../../cluster/client';
 import type { Partition, WriteReply } from '../../cluster/contract';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
-import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker, temporalAddress, temporalNamespace } from './helpers';
+import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, startTestCluster, startWorker, temporalAddress, temporalNamespace, type TestCluster } from './helpers';
 
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
 let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;
-let stopWorker: () => Promise<void>;
+let stop: (() => Promise<void>) | undefined;
 const taskQueue = `moves-${process.pid}`;
 
 beforeAll(async () => {
-  cluster = await startTestCluster();
-  client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue);
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
-  ctx = { client, cluster: cluster.client, taskQueue };
+  ({ cluster, client, ctx, stop } = await startSuite(taskQueue));
 });
 
 afterAll(async () => {
-  await stopWorker?.();
-  await cluster?.close();
+  await stop?.();
 });
 
 afterEach(async () => {

@@ -10,7 +10,7 @@ import type { Partition } from '../../cluster/contract';
 import { MoveRefused, type MovesContext } from '../../client/moves';
 import type { SimConfig } from '../../cluster/sim/types';
 import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
-import { connectClient, eventually, startTestCluster, startWorker } from './helpers';
+import { eventually, startSuite, startTestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
 export { healAfter, type Armed } from './write-faults';
@@ -80,19 +80,12 @@ export function useSuite(taskQueue: string, config: Partial<SimConfig> = {}): Su
   const suite = { armed: { current: null } } as Suite;
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    suite.cluster = await startTestCluster(config, { nodes: 8, partitions: 0, streams: 0 });
-    suite.client = await connectClient();
-    const { w, running } = await startWorker(suite.cluster.url, taskQueue, (real) => armFault(real, () => suite.armed.current));
-    stop = async () => {
-      w.shutdown();
-      await running;
-    };
-    suite.relay = { client: suite.client, workflowId: w.relayWorkflowId };
-    suite.ctx = { client: suite.client, cluster: suite.cluster.client, taskQueue };
+    const started = await startSuite(taskQueue, { config, shape: { nodes: 8, partitions: 0, streams: 0 }, wrap: (real) => armFault(real, () => suite.armed.current) });
+    Object.assign(suite, { cluster: started.cluster, client: started.client, ctx: started.ctx, relay: { client: started.client, workflowId: started.relayWorkflowId } });
+    stop = started.stop;
   });
   afterAll(async () => {
     await stop?.();
-    await suite.cluster?.close();
   });
   afterEach(async () => {
     expect((await suite.cluster.client.invariants()).breaches).toEqual([]);

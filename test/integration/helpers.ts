@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { outcomeOf as clientOutcomeOf } from '../../client/moves';
+import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../client/moves';
 import { expect, inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
@@ -87,6 +87,32 @@ export async function startTestCluster(overrides: Partial<SimConfig> = {}, shape
     },
   });
   return Object.assign(running, { client: new ClusterClient(running.url) });
+}
+
+export type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+
+/** A test file's reference cluster, client and worker on its own task queue; `stop` ends the worker, then the cluster. */
+export interface TestSuite {
+  cluster: TestCluster;
+  client: Client;
+  ctx: MovesContext;
+  relayWorkflowId: string;
+  stop: () => Promise<void>;
+}
+
+export async function startSuite(
+  taskQueue: string,
+  options: { config?: Partial<SimConfig>; shape?: { nodes: number; partitions: number; streams: number }; wrap?: RebalancerWorkerOptions['wrapActivityCluster'] } = {},
+): Promise<TestSuite> {
+  const cluster = await startTestCluster(options.config, options.shape);
+  const client = await connectClient();
+  const { w, running } = await startWorker(cluster.url, taskQueue, options.wrap);
+  const stop = async () => {
+    w.shutdown();
+    await running;
+    await cluster.close();
+  };
+  return { cluster, client, ctx: { client, cluster: cluster.client, taskQueue }, relayWorkflowId: w.relayWorkflowId, stop };
 }
 
 /** Poll until `check` returns a value (not undefined), or fail after `timeoutMs`. */

@@ -15,32 +15,24 @@ import { startHandoff } from '../../client/handoff';
 import { cancelMove, MoveRefused, outcomeOf, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
 import { statusQuery, type HandoffRequest, type MoveOutcome, type MovePhase } from '../../workflows/definitions';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
+import { eventually, replayAndKeep, startSuite, temporalEnv, type TestCluster } from './helpers';
 import { spawnWorker } from './processes';
 import { armFault, healAfter, type Armed } from './write-faults';
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;
-let stopWorker: () => Promise<void>;
+let stop: (() => Promise<void>) | undefined;
 const taskQueue = `owner-handoff-${process.pid}`;
 
 let armed: Armed | null = null;
 
 beforeAll(async () => {
-  cluster = await startTestCluster({}, { nodes: 6, partitions: 0, streams: 0 });
-  client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, () => armed));
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
-  ctx = { client, cluster: cluster.client, taskQueue };
+  ({ cluster, client, ctx, stop } = await startSuite(taskQueue, { shape: { nodes: 6, partitions: 0, streams: 0 }, wrap: (real) => armFault(real, () => armed) }));
 });
 
 afterAll(async () => {
-  await stopWorker?.();
-  await cluster?.close();
+  await stop?.();
 });
 
 /** A new queue partition q-<n> on three nodes (owner first), its replicas admitted and caught up. */

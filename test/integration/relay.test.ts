@@ -18,7 +18,7 @@ import { ensureRelay, relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { drainWorkflowId, rebalancerWorkflowId } from '../../workflows/definitions';
 import { SourceKey, TargetKey } from '../../workflows/search-attributes';
-import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
+import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 import { spawnWorker, type Child } from './processes';
 
 // The dev server and its visibility are shared with other test files, whose clusters have at most 6 nodes and
@@ -29,7 +29,6 @@ const SIGNALS_COUNTED = new Set(['admitted', 'recovery', 'node', 'topology']);
 /** Node and recovery events, which the relay forwards to the rebalancer (and a node's to its drain). */
 const TOPOLOGY_EVENTS = new Set(['node_joined', 'node_up', 'node_down', 'node_draining', 'recovery_opened', 'recovery_activated']);
 
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
 interface RelayWorker {
   name: string;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '../../client/moves';
 import { statusQuery } from '../../workflows/definitions';
 import type { Fault, GuardedWriteName } from '../../cluster/contract';
-import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, type TestCluster } from './helpers';
 import { armFault, healAfter, type Armed } from './write-faults';
 
 type Victim = 'owner' | 'R' | 'T' | 'recovery';
@@ -18,29 +18,21 @@ const WRITES: GuardedWriteName[] = ['add-learner', 'swap', 'remove-leaving'];
 const VICTIMS: Victim[] = ['owner', 'R', 'T', 'recovery'];
 const WHENS: When[] = ['before', 'after'];
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;
-let stopWorker: () => Promise<void>;
+let stop: (() => Promise<void>) | undefined;
 let armed: Armed | null = null;
 const outcomes: Record<string, string> = {};
 const taskQueue = `boundary-faults-${process.pid}`;
 
 beforeAll(async () => {
-  cluster = await startTestCluster({}, { nodes: 8, partitions: WRITES.length * VICTIMS.length * WHENS.length + 2, streams: 0 });
-  client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, () => armed));
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
-  ctx = { client, cluster: cluster.client, taskQueue };
+  ({ cluster, client, ctx, stop } = await startSuite(taskQueue, { shape: { nodes: 8, partitions: WRITES.length * VICTIMS.length * WHENS.length + 2, streams: 0 }, wrap: (real) => armFault(real, () => armed) }));
 });
 
 afterAll(async () => {
   console.log(`write-boundary fault outcomes: ${JSON.stringify(outcomes)}`);
-  await stopWorker?.();
-  await cluster?.close();
+  await stop?.();
 });
 
 const cases = WRITES.flatMap((write) => WHENS.flatMap((when) => VICTIMS.map((victim) => ({ write, when, victim }))));
