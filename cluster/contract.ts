@@ -94,12 +94,17 @@ export const RetainedCopy = z.object({
 });
 export type RetainedCopy = z.infer<typeof RetainedCopy>;
 
-/** The switch boundary B, recorded by the swap: the owner's confirmed tail when it switched sets. */
+/**
+ * The switch boundary B, recorded by the swap: the owner's confirmed tail when it switched sets. After a swap
+ * back (README, "Returning replica") it is B', `joined` is R counting again and `leaving` is T.
+ */
 export const SwitchBoundary = z.object({
   offset: Offset,
   joined: NodeId,
   leaving: NodeId,
   epoch: count,
+  /** Set by a swap back: the leaving replica is the one that had joined in the joined replica's place. */
+  swappedBack: z.boolean().optional(),
 });
 export type SwitchBoundary = z.infer<typeof SwitchBoundary>;
 
@@ -246,6 +251,10 @@ const guard = {
 
 export const AddLearnerRequest = z.object({ ...guard, node: NodeId }).strict();
 export const DropLearnerRequest = z.object({ ...guard, node: NodeId }).strict();
+/**
+ * Step 1, or the swap back: `learner` is then the leaving R, counting again, and `leaving` the T that joined
+ * in R's place.
+ */
 export const SwapRequest = z.object({ ...guard, learner: NodeId, leaving: NodeId }).strict();
 export const RemoveLeavingRequest = z.object({ ...guard, node: NodeId }).strict();
 export const PromoteLearnerRequest = z.object({ ...guard, node: NodeId }).strict();

@@ -1,9 +1,11 @@
 /**
  * Move the follower copy of one queue partition from R to T without a fence (the note's "Moving a follower:
- * two steps"), composed of the step library. Before the swap every exit drops the learner; past it the only
- * ways on are finishing or ordinary recovery. The workflow type that replaced `followerMove` (kept in
+ * two steps"), composed of the step library. Before the swap every exit drops the learner; past it the ways
+ * on are finishing, ordinary recovery, or the swap back once T is lost (down for swapBackAfterMs, or an
+ * operator's cancel while T is down). The workflow type that replaced `followerMove` (kept in
  * legacy/ so running moves finish and saved histories replay).
  */
+import { patched } from '@temporalio/workflow';
 import type { Refusal } from '../cluster/contract';
 import type { FollowerMoveRequest, MoveOutcome } from './definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
@@ -16,8 +18,11 @@ import {
   rejection,
   removeLeaving,
   runStep,
+  SWAP_BACK_AFTER_MS,
+  swapBack,
   swapThenRemove,
   type Swapped,
+  targetLostInterrupts,
   waitForActivation,
   waitForAdmission,
 } from './steps/steps';
@@ -121,17 +126,45 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
     return aborted(r.code, `${R} is no longer leaving ${partition}: ${r.message}`);
   };
 
-  /** Step 2, past the swap: finish or go through recovery; nothing cancels this part. */
-  const afterSwap = async ({ boundary: B, removal }: Swapped): Promise<MoveOutcome> => {
+  /**
+   * The way out when T is lost after the swap (README, "Returning replica"): R counts again from B', then T
+   * goes once R covers B'. Ends cancelled (an operator's cancel while T was down) or aborted target_lost.
+   */
+  const swapBackThenRemove = async (B: number, why: Interrupt): Promise<MoveOutcome> => {
+    const lostWords = `${T} was lost after the swap at boundary ${B}`;
+    const back = await runStep(op, swapBack(op, R, T));
+    if (!back.ok) {
+      const refused = 'refusal' in back ? back.refusal : { code: back.interrupt, message: back.interrupt };
+      return stuckAfterSwap(B, refused.code, `${lostWords} and the swap back was refused: ${refused.message}`);
+    }
+    const B2 = back.value;
+    const removed = await runStep(op, removeLeaving(op, T, R, B2, (r) => classifyRemovalRefusal(r, R)));
+    if (!removed.ok) {
+      const r = 'refusal' in removed ? removed.refusal : { code: removed.interrupt, message: removed.interrupt };
+      return aborted(
+        r.code,
+        `${lostWords}; swapped back at B' ${B2}: ${R} counts again and ${T} is leaving, but its removal was refused: ${r.message}. ` +
+          `Remove ${T} with the guarded write remove-leaving once ${R} is durable at ${B2}.`,
+      );
+    }
+    const reason = `${lostWords}; swapped back at B' ${B2}: ${R} counts again and ${T} was removed once ${R} covered B'`;
+    if (why === 'cancel') return { status: 'cancelled', partition, reason: `${op.cancelReason ?? 'cancelled'}: ${reason}` };
+    return aborted('target_lost', `${reason} (${T} down for ${Math.round((watch.timing.swapBackAfterMs ?? SWAP_BACK_AFTER_MS) / 1000)}s)`);
+  };
+
+  /** Step 2, past the swap: finish, go through recovery or (with the swap back) swap back once T is lost. */
+  const afterSwap = async ({ boundary: B, removal }: Swapped, canSwapBack: boolean): Promise<MoveOutcome> => {
     // The removal chained to the swap: accepted, the step below finds R gone; refused for a passing reason, the
     // step tries again once T covers B.
     if (removal && 'rejected' in removal) return stuckAfterSwap(B, removal.rejected.type, `the broker rejected the removal of ${R} for good: ${removal.rejected.message}`);
     if (removal && !removal.ok && ['final', 'not_leaving'].includes(classifyRemovalRefusal(removal.refusal, T))) return refusedRemoval(B, removal.refusal);
     // ---- cover B, then step 2: remove R; it keeps its data as a retained copy for the grace period.
-    const removed = await runStep(op, removeLeaving(op, R, T, B, (r) => classifyRemovalRefusal(r, T)));
+    const lost = canSwapBack ? targetLostInterrupts(op, T) : undefined;
+    const removed = await runStep(op, removeLeaving(op, R, T, B, (r) => classifyRemovalRefusal(r, T), lost));
     if (removed.ok) return { status: 'completed', partition, from: R, to: T, boundary: B, epoch: watch.epoch };
-    // removeLeaving has no interrupts: only a refusal ends it.
-    return refusedRemoval(B, (removed as { refusal: Refusal }).refusal);
+    // Only the swap back's interrupts end the removal other than by a refusal.
+    if ('interrupt' in removed) return swapBackThenRemove(B, removed.interrupt);
+    return refusedRemoval(B, removed.refusal);
   };
 
   // ---- validating: the same rules the CLI checked, against what the broker says now.
@@ -158,14 +191,18 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
   if ('status' in before) return before;
   const swapped = before;
   const B = swapped.boundary;
-  op.refuseCancel(
-    () =>
-      `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${B}); undoing it would need another ` +
-      `swap. The move will finish by removing ${R} once ${T} is durable at ${B} (now ${op.snapshot().targetDurable ?? 'unknown'}); ` +
-      `${R} keeps its data until then. To put the copy back, wait for this move to complete and move it from ${T} to ${R}.`,
+  // Histories saved before the swap back existed replay without it.
+  const canSwapBack = patched('swap-back');
+  op.refuseCancel(() =>
+    canSwapBack && !watch.live(T)
+      ? null
+      : `refused: ${partition} already counts ${T} instead of ${R} (swap at boundary ${B}); undoing it would need another ` +
+        `swap. The move will finish by removing ${R} once ${T} is durable at ${B} (now ${op.snapshot().targetDurable ?? 'unknown'}); ` +
+        `${R} keeps its data until then. To put the copy back, wait for this move to complete and move it from ${T} to ${R}` +
+        (canSwapBack ? ` (while ${T} is down, a cancel swaps back: ${R} counts again).` : '.'),
   );
   try {
-    return await afterSwap(swapped);
+    return await afterSwap(swapped, canSwapBack);
   } catch (err) {
     // Past the swap too, a request the broker rejects for good ends the move with its reason.
     const cause = rejection(err);

@@ -457,6 +457,28 @@ conformance('swap: boundary B is the confirmed tail, the learner counts and the 
   await s.finish();
 });
 
+conformance("swap back: the leaving R counts again, T that joined in its place is leaving, and T goes once R covers B'", [F, P], async (h) => {
+  const s = await swapped(h);
+  const other = s.p.followers.find((f) => f !== s.leaving);
+  check(other !== undefined, 'setup: a second follower');
+  // Only the replica that joined in R's place may be the one leaving in a swap back.
+  await h.refuse(s.p.id, 'swap', { learner: s.leaving, leaving: other }, 'not_a_follower');
+  const tailBefore = (await h.client.progress(s.p.id)).confirmedTail;
+  const back = await h.accept(s.p.id, 'swap', { learner: s.leaving, leaving: s.target });
+  const b2 = await checkBoundary(h, s.p.id, back.boundary, tailBefore);
+  const after = await h.record(s.p.id);
+  check(after.followers.includes(s.leaving) && !after.followers.includes(s.target), `${s.leaving} counts again, ${s.target} does not: ${show(after.followers)}`);
+  checkEqual(after.leaving, s.target, 'leaving after the swap back');
+  checkEqual(after.boundary?.joined, s.leaving, 'boundary.joined after the swap back');
+  checkEqual(after.writeRequirement, s.p.writeRequirement, 'W after the swap back');
+  check(after.history.some((x) => x.node === s.target), 'T stays in the eligible set until removed');
+  await h.advanceUntil(`${s.leaving} durable at B' ${b2}`, async () => (await durableOf(h, s.p.id, s.leaving)) >= b2);
+  await h.accept(s.p.id, 'remove-leaving', { node: s.target });
+  const done = await h.record(s.p.id);
+  check(done.leaving === null && !done.history.some((x) => x.node === s.target), `${s.target} removed: ${show(done)}`);
+  await release(h, s.p.id, s.target);
+});
+
 // ---------------------------------------------------------------- remove-leaving
 
 conformance('remove-leaving: a replica that is not leaving is refused not_leaving', [], async (h) => {

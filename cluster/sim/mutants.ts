@@ -114,6 +114,10 @@ export const MUTANTS = {
     rule: 'the joined replica T is durable at or beyond boundary B (boundary_not_covered; invariant 4)',
     safety: true,
   },
+  'remove-leaving.swap-back-covered': {
+    rule: "after a swap back, R (counting again) is durable at or beyond B' before T is removed (boundary_not_covered; invariant 4)",
+    safety: true,
+  },
   'remove-leaving.joined-live': {
     rule: "T's node is live (node_down)",
     safety: false,

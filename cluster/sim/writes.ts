@@ -91,6 +91,7 @@ function apply(sim: ClusterSim, p: PartitionState, name: GuardedWriteName, req: 
       return dropLearner(sim, p, (req as GuardedWriteRequest<'drop-learner'>).node);
     case 'swap': {
       const r = req as GuardedWriteRequest<'swap'>;
+      if (p.leaving !== null && r.learner === p.leaving) return swapBack(sim, p, r.learner, r.leaving);
       return swap(sim, p, r.learner, r.leaving);
     }
     case 'remove-leaving':
@@ -179,6 +180,32 @@ function swap(sim: ClusterSim, p: PartitionState, learner: string, leaving: stri
   return p.confirmedTail;
 }
 
+/**
+ * The swap back (README, "Returning replica"), the way out when T is lost after step 1: the leaving R counts
+ * again and T, the replica that joined in R's place, is leaving; B' is the confirmed tail now. Safe by step 2's
+ * argument: the counted set is the old one again (everything below B is on W of its copies), every message in
+ * [B, B') is on W copies of the set with T, at most one of them T, and T is removed only once R covers B'.
+ */
+function swapBack(sim: ClusterSim, p: PartitionState, leaving: string, joined: string): number {
+  const b = p.boundary;
+  if (!b || b.leaving !== leaving || b.joined !== joined || !p.followers.includes(joined)) {
+    throw new Refused('not_a_follower', `${joined} is not the replica that joined in ${leaving}'s place; a swap back names it as the one leaving`, {
+      node: joined,
+      leaving,
+      joined: b?.joined ?? null,
+    });
+  }
+  // R counts again only as any joining replica would: live, admitted and caught up close to the tail.
+  if (!sim.holds('swap.learner-live', sim.nodes.get(leaving)!.live)) {
+    throw new Refused('node_down', `${leaving} is down; it cannot count again`, { node: leaving, live: false });
+  }
+  requireAdmittedCaughtUp(sim, p, leaving, p.replicas[leaving]!, { admitted: 'swap.learner-admitted', caughtUp: 'swap.learner-caught-up', coverConfirmed: false });
+  p.followers = p.followers.map((f) => (f === joined ? leaving : f));
+  p.leaving = joined;
+  p.boundary = { offset: p.confirmedTail, joined: leaving, leaving: joined, epoch: p.epoch, swappedBack: true };
+  return p.confirmedTail;
+}
+
 /** Step 2: R leaves the assignment and the eligible set once T is durable at or beyond B, with no other admission in flight. */
 function removeLeaving(sim: ClusterSim, p: PartitionState, n: string): null {
   const removed = p.replicas[n];
@@ -195,7 +222,7 @@ function removeLeaving(sim: ClusterSim, p: PartitionState, n: string): null {
   }
   const joinedDurable = p.replicas[b.joined]?.durable ?? 0;
   const covered = joinedDurable >= b.offset;
-  if (!sim.holds('remove-leaving.boundary-covered', covered)) {
+  if (!sim.holds(b.swappedBack ? 'remove-leaving.swap-back-covered' : 'remove-leaving.boundary-covered', covered)) {
     throw new Refused(
       'boundary_not_covered',
       `${b.joined} is durable at ${joinedDurable}, below the switch boundary ${b.offset}`,

@@ -5,6 +5,8 @@ export interface Coverage {
   movesStarted: number;
   movesCompleted: number;
   swaps: number;
+  /** Swaps back accepted: T down after the swap, R counting again. */
+  swapBacks: number;
   removals: number;
   promotions: number;
   learnersDropped: number;
@@ -30,6 +32,7 @@ export function emptyCoverage(): Coverage {
     movesStarted: 0,
     movesCompleted: 0,
     swaps: 0,
+    swapBacks: 0,
     removals: 0,
     promotions: 0,
     learnersDropped: 0,
@@ -49,7 +52,7 @@ export function emptyCoverage(): Coverage {
 export function formatCoverage(label: string, c: Coverage): string {
   return (
     `${label}: ${c.sequences} sequences (${c.commands} commands), moves started ${c.movesStarted}, completed ${c.movesCompleted}, ` +
-    `swaps ${c.swaps}, removals ${c.removals}, promotions ${c.promotions}, learners dropped ${c.learnersDropped}, handoffs ${c.handoffs}, ` +
+    `swaps ${c.swaps} (${c.swapBacks} swapped back), removals ${c.removals}, promotions ${c.promotions}, learners dropped ${c.learnersDropped}, handoffs ${c.handoffs}, ` +
     `recoveries activated ${c.recoveries}, disk losses ${c.diskLosses} (${c.diskLossesAroundSwap} between swap and removal), ` +
     `faults mid-move ${c.faultsMidMove}, settled after faults ${c.settled} (nodes lost for good ${c.lostForGood}, ` +
     `slowest ${Math.round(c.worstBoundUse * 100)}% of its bound), breaches ${c.breaches}, liveness failures ${c.livenessFailures}`

@@ -3,7 +3,7 @@
  * It plays the workflow's role: it walks queue partitions through the note's steps (add learner, swap,
  * remove, promote, drop, owner handoff), mixes in random illegal writes, publishes and time steps, and aims
  * faults at the replicas of the move in flight (owner, R, T) within the fault budget (at most W - 1 lost
- * disks per partition). After the commands, faults stop and the driver finishes what is in flight
+ * disks per partition), and swaps back when T is down after the swap. After the commands, faults stop and the driver finishes what is in flight
  * (settle): every move must end within a bound derived from its bytes, or the sequence fails its liveness
  * check.
  */
@@ -114,7 +114,10 @@ export class Driver {
       return;
     }
     if (p.leaving) {
-      this.write(p, 'remove-leaving', { node: p.leaving });
+      // The way out when T is down after the swap: swap back, then (half the time at once, before R may
+      // cover B') try to remove T.
+      const back = this.swapBack(p, r % 3 !== 0);
+      if (!back || r % 2 === 0) this.write(p, 'remove-leaving', { node: p.leaving });
       return;
     }
     const learner = p.learners[0];
@@ -154,6 +157,18 @@ export class Driver {
     const leaving = this.leavingFor(p, r);
     if (r % 3 !== 0 && p.replicationFactor < 6) this.write(p, 'promote-learner', { node: target });
     else if (leaving) this.write(p, 'swap', { learner: target, leaving });
+  }
+
+  /**
+   * The swap back when the replica that joined in R's place is down (`when` false: it is not tried); true when
+   * the cluster accepted it. Now and then R is not live or not caught up: the cluster must refuse it.
+   */
+  private swapBack(p: PartitionState, when: boolean): boolean {
+    const b = p.boundary;
+    if (!when || !b || p.leaving !== b.leaving || this.live(b.joined)) return false;
+    const ok = this.write(p, 'swap', { learner: b.leaving, leaving: b.joined }).ok;
+    if (ok) this.cov.swapBacks++;
+    return ok;
   }
 
   random(c: Extract<Cmd, { t: 'random' }>): void {
@@ -326,7 +341,8 @@ export class Driver {
       return;
     }
     if (p.leaving) {
-      this.write(p, 'remove-leaving', { node: p.leaving });
+      // T lost for good after the swap: the swap back is the way out.
+      if (!this.swapBack(p, true)) this.write(p, 'remove-leaving', { node: p.leaving });
       return;
     }
     const learner = p.learners[0];
@@ -373,8 +389,11 @@ export class Driver {
     for (const n of sim.nodes.values()) if (n.draining) sim.fault({ fault: 'set-draining', node: n.id, draining: false });
     const keepDown = new Set<string>();
     const owners = new Set([...sim.partitions.values()].map((p) => p.owner));
+    // A T down past its swap comes first: only the swap back can finish its move.
     const joined = new Set([...sim.partitions.values()].flatMap((p) => (p.boundary ? [p.boundary.joined] : [])));
-    const candidates = [...sim.nodes.values()].filter((n) => !n.live && !owners.has(n.id) && !joined.has(n.id) && this.withinBudget(n.id));
+    const candidates = [...sim.nodes.values()]
+      .filter((n) => !n.live && !owners.has(n.id) && this.withinBudget(n.id))
+      .sort((a, b) => Number(joined.has(b.id)) - Number(joined.has(a.id)));
     if (lostForGood > 0 && candidates.length > 0) keepDown.add(candidates[0]!.id);
     this.cov.lostForGood += keepDown.size;
     for (const n of sim.nodes.values()) if (!n.live && !keepDown.has(n.id)) sim.fault({ fault: 'restart-node', node: n.id });

@@ -386,3 +386,49 @@ describe('owner handoff', () => {
     refused(makeSim(), 'q-0', 'reopen-admission', {}, 'admission_open');
   });
 });
+
+describe("the swap back: T lost after the swap, R counts again and T goes once R covers B'", () => {
+  /**
+   * q-0 past the swap of n5 for n3, with n5 and the owner confirming messages that neither follower holds
+   * (n2 and n3 stalled a few messages behind, within the slack), and then n5 down.
+   */
+  function lostAfterSwap(): ClusterSim {
+    const sim = withAdmittedLearner();
+    expect(write(sim, 'q-0', 'swap', { learner: 'n5', leaving: 'n3' }).ok).toBe(true);
+    sim.advance(300);
+    for (const node of ['n2', 'n3']) sim.fault({ fault: 'stall-transfer', partition: 'q-0', node, stalled: true });
+    sim.publish('q-0', 10);
+    sim.advance(200);
+    sim.fault({ fault: 'crash-node', node: 'n5' });
+    return sim;
+  }
+
+  it("refuses a pair that is not T in R's place, then swaps back at B' and removes T only once R covers it", () => {
+    const sim = lostAfterSwap();
+    refused(sim, 'q-0', 'swap', { learner: 'n3', leaving: 'n2' }, 'not_a_follower');
+    const back = write(sim, 'q-0', 'swap', { learner: 'n3', leaving: 'n5' });
+    if (!back.ok) throw new Error(back.refusal.message);
+    const p = sim.partition('q-0');
+    expect(back.boundary).toBe(p.confirmedTail);
+    expect(back.partition).toMatchObject({ followers: ['n2', 'n3'], leaving: 'n5', boundary: { joined: 'n3', leaving: 'n5', swappedBack: true } });
+    expect(p.replicas['n3']!.durable).toBeLessThan(back.boundary!);
+    expect(refused(sim, 'q-0', 'remove-leaving', { node: 'n5' }, 'boundary_not_covered')).toMatchObject({ joined: 'n3' });
+    for (const node of ['n2', 'n3']) sim.fault({ fault: 'stall-transfer', partition: 'q-0', node, stalled: false });
+    sim.advance(300);
+    const removed = write(sim, 'q-0', 'remove-leaving', { node: 'n5' });
+    if (!removed.ok) throw new Error(removed.refusal.message);
+    expect(removed.partition).toMatchObject({ leaving: null, boundary: null, followers: ['n2', 'n3'] });
+    expect(sim.invariants().breaches).toEqual([]);
+  });
+
+  it("refuses the swap back with R down; without the rule \"R covers B'\" removing T loses a confirmed message", () => {
+    const down = lostAfterSwap();
+    down.fault({ fault: 'crash-node', node: 'n3' });
+    refused(down, 'q-0', 'swap', { learner: 'n3', leaving: 'n5' }, 'node_down');
+    const sim = lostAfterSwap();
+    sim.mutants.add('remove-leaving.swap-back-covered');
+    expect(write(sim, 'q-0', 'swap', { learner: 'n3', leaving: 'n5' }).ok).toBe(true);
+    expect(write(sim, 'q-0', 'remove-leaving', { node: 'n5' }).ok).toBe(true);
+    expect(sim.invariants().breaches.map((b) => b.invariant)).toContain(1);
+  });
+});

@@ -104,11 +104,17 @@ describe('operator cancel after the swap', () => {
       const s = await handle.query(statusQuery);
       return s.phase === 'covering_boundary' && s.blockingReason?.includes('down after the swap') ? s : undefined;
     });
+    // While T is down a cancel swaps back (swap-back.test.ts); back up but held below B, T makes it refused.
+    await cluster.client.fault({ fault: 'stall-transfer', partition, node: to, stalled: true });
+    await cluster.client.fault({ fault: 'restart-node', node: to });
+    await eventually('T up again, below B', async () => {
+      const s = await handle.query(statusQuery);
+      return s.blockingReason?.startsWith(`waiting for ${to} durable at`) ? s : undefined;
+    });
     const refusal = await cancelMove(client, partition, 'too late').catch((e: unknown) => e);
     expect(refusal).toBeInstanceOf(MoveRefused);
     expect((refusal as MoveRefused).message).toMatch(new RegExp(`already counts ${to} instead of ${from}.*will finish by removing ${from}`));
-    expect((await handle.query(statusQuery)).blockingReason).toMatch(new RegExp(`${to} is down after the swap: ${from} stays eligible and keeps its data`));
-    await cluster.client.fault({ fault: 'restart-node', node: to });
+    await cluster.client.fault({ fault: 'stall-transfer', partition, node: to, stalled: false });
     expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
     expect((await cluster.client.invariants()).breaches).toEqual([]);
     await replayAndKeep(client, handle.workflowId, 'v2-target-lost-after-swap');
@@ -127,7 +133,9 @@ describe('T down after the swap', () => {
       const s = await handle.query(statusQuery);
       return a.fired && s.blockingReason?.includes('is down after the swap') ? s : undefined;
     });
-    expect(waiting.blockingReason).toBe(`${to} is down after the swap: ${from} stays eligible and keeps its data; waiting for ${to} to return or for recovery`);
+    expect(waiting.blockingReason).toBe(
+      `${to} is down after the swap: ${from} stays eligible and keeps its data; waiting for ${to} to return or for the swap back after 600s down (a cancel swaps back at once)`,
+    );
     const held = (await cluster.client.partition(partition)).partition;
     expect(held.leaving).toBe(from);
     expect(held.history.map((h) => h.node)).toContain(from);

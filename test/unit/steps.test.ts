@@ -2,11 +2,21 @@
  * The step library's rules that need no Temporal: which refusals pass and which end each step, what the Watch
  * keeps from records, signals and reads, what interrupts a learner, and the words a wait reports.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Partition, PartitionView, Refusal } from '../../cluster/contract';
 import { classifyRemovalRefusal } from '../../workflows/follower-move-rules';
 import { Operation } from '../../workflows/steps/operation';
-import { addLearner, commitOwner, dropLearner, learnerInterrupts, removeLeaving, swap, waitDurable } from '../../workflows/steps/steps';
+import {
+  addLearner,
+  commitOwner,
+  dropLearner,
+  learnerInterrupts,
+  removeLeaving,
+  swap,
+  swapBack,
+  targetLostInterrupts,
+  waitDurable,
+} from '../../workflows/steps/steps';
 import { DEFAULT_TIMING, Watch } from '../../workflows/steps/watch';
 
 const partition: Partition = {
@@ -44,6 +54,7 @@ describe('which refusals pass by themselves and which end a step', () => {
   const cases: [string, { passing: (r: Refusal) => boolean }, string[], string[]][] = [
     ['add-learner', addLearner(op, 'n4', none), ['no_sync_budget', 'generation_mismatch', 'injected', 'pending_recovery', 'admission_closed'], ['change_in_flight', 'node_down', 'already_a_replica', 'node_draining']],
     ['swap', swap(op, 'n4', 'n2', none), ['not_admitted', 'not_caught_up', 'change_in_flight', 'generation_mismatch'], ['node_down', 'not_a_learner', 'not_a_follower']],
+    ['swap back', swapBack(op, 'n2', 'n4'), ['not_admitted', 'not_caught_up', 'node_down', 'generation_mismatch', 'pending_recovery'], ['not_a_follower', 'not_a_learner', 'change_in_flight']],
     ['drop-learner', dropLearner(op, 'n4'), ['generation_mismatch', 'pending_recovery'], ['not_a_learner', 'unknown_node']],
     ['commit-owner', commitOwner(op, 'n4', 90, none), ['boundary_not_covered', 'generation_mismatch'], ['certificate_mismatch', 'not_a_follower']],
   ];
@@ -139,5 +150,53 @@ describe('waiting until durable at a boundary', () => {
     watch.replica('n4').live = false;
     expect(step.done()).toBe(false);
     expect(step.describe()).toBe('n4 is down after the swap: n2 stays eligible and keeps its data; waiting for n4 to return or for recovery');
+  });
+});
+
+describe('the swap back after T is lost past the swap', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('interrupts the removal on a cancel, or once T has been down for swapBackAfterMs in a row', () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { watch, op } = setup({ swapBackAfterMs: 5_000 });
+    const lost = targetLostInterrupts(op, 'n4');
+    expect(lost()).toBeNull();
+    watch.replica('n4').live = false;
+    expect(lost()).toBeNull();
+    vi.advanceTimersByTime(4_000);
+    expect(lost()).toBeNull();
+    // T back for a moment: the bound starts over when it goes down again.
+    watch.replica('n4').live = true;
+    expect(lost()).toBeNull();
+    watch.replica('n4').live = false;
+    expect(lost()).toBeNull();
+    vi.advanceTimersByTime(4_000);
+    expect(lost()).toBeNull();
+    vi.advanceTimersByTime(1_000);
+    expect(lost()).toBe('deadline');
+    op.cancelReason = 'test';
+    expect(lost()).toBe('cancel');
+    const step = removeLeaving(op, 'n2', 'n4', 90, (r) => classifyRemovalRefusal(r, 'n4'), lost);
+    expect(step.interrupts()).toBe('cancel');
+    expect(step.before!.interrupts()).toBe('cancel');
+    expect(step.before!.describe()).toBe(
+      'n4 is down after the swap: n2 stays eligible and keeps its data; waiting for n4 to return or for the swap back after 5s down (a cancel swaps back at once)',
+    );
+  });
+
+  it('is finished once the record shows R joined back and T leaving, with B\' as its value', () => {
+    const { watch, op } = setup();
+    const step = swapBack(op, 'n2', 'n4');
+    expect(step.body()).toEqual({ learner: 'n2', leaving: 'n4' });
+    watch.notePartition({ ...partition, followers: ['n4', 'n3'], leaving: 'n2', boundary: { offset: 80, joined: 'n4', leaving: 'n2', epoch: 2 } });
+    expect(step.finished!()).toBeNull();
+    watch.notePartition({
+      ...partition,
+      generation: 6,
+      leaving: 'n4',
+      boundary: { offset: 95, joined: 'n2', leaving: 'n4', epoch: 2, swappedBack: true },
+    });
+    expect(step.finished!()).toEqual({ value: 95 });
+    expect(op.status.boundary).toBe(95);
   });
 });

@@ -40,8 +40,8 @@ export class Operation {
   readonly status: MoveStatus;
   /** Set by an operator's cancel (update or Temporal request) while the operation can still be undone. */
   cancelReason: string | null = null;
-  /** Once set, a cancel is refused with these words (the operation is past its point of no return). */
-  private noWayBack: (() => string) | null = null;
+  /** Once set, a cancel is refused with these words (the operation is past its point of no return); null: accepted for now. */
+  private noWayBack: (() => string | null) | null = null;
   /** The phase the search attribute shows. */
   private shownPhase: string | undefined;
   /** Temporal delivered a cancel request to this run: only then can it end as Canceled. */
@@ -97,7 +97,8 @@ export class Operation {
           if (this.status.outcome !== null) {
             throw ApplicationFailure.nonRetryable(`refused: the ${this.subject.kind} already ended (${this.status.outcome.status})`, 'CancelRefused');
           }
-          if (this.noWayBack) throw ApplicationFailure.nonRetryable(this.noWayBack(), 'CancelRefused');
+          const refused = this.noWayBack?.();
+          if (refused) throw ApplicationFailure.nonRetryable(refused, 'CancelRefused');
         },
       },
     );
@@ -105,7 +106,7 @@ export class Operation {
     // non-cancellable scope (`run`) and only read the reason.
     CancellationScope.current().cancelRequested.catch(() => {
       this.cancelRequested = true;
-      if (this.noWayBack) log.warn(`cancel requested past the point of no return: ignored, the ${this.subject.kind} can only finish`);
+      if (this.noWayBack?.()) log.warn(`cancel requested past the point of no return: ignored, the ${this.subject.kind} can only finish`);
       else this.requestCancel('cancelled through Temporal');
     });
   }
@@ -115,8 +116,8 @@ export class Operation {
     this.watch.version++;
   }
 
-  /** From here on a cancel is refused with these words (they say why and what the way on is). */
-  refuseCancel(why: () => string): void {
+  /** From here on a cancel is refused with these words (they say why and what the way on is); null accepts it for now. */
+  refuseCancel(why: () => string | null): void {
     this.noWayBack = why;
   }
 

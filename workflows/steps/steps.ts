@@ -198,6 +198,50 @@ export function swap(op: Operation, learner: string, leaving: string, interrupts
   };
 }
 
+/**
+ * The swap back (README, "Returning replica"): the leaving R counts again and `joined`, the T that joined in
+ * its place, is leaving; returns B', the confirmed tail then. R down, behind or rejoining passes (the broker
+ * checks R as it checks any joining replica); T no longer the one that joined in R's place ends it.
+ */
+export function swapBack(op: Operation, leaving: string, joined: string): WriteStep<number> {
+  const w = op.watch;
+  const step = swap(op, leaving, joined, noInterrupts);
+  return {
+    ...step,
+    summary: `Swap back on ${w.partitionId}: ${leaving} counts again, ${joined} leaves`,
+    // Taken already (a reply lost, then a re-read): B' is the recorded boundary.
+    finished: () => {
+      const b = w.partition?.boundary;
+      if (!b || b.joined !== leaving || b.leaving !== joined) return null;
+      op.status.boundary = b.offset;
+      return { value: b.offset };
+    },
+    passing: codes(...COMMON_PASSING, 'not_caught_up', 'not_admitted', 'node_down', 'admission_closed'),
+    retrying: (r) => `retrying the swap back: ${r.message}`,
+  };
+}
+
+/** T down this long after the swap: the follower move swaps back (MoveTiming.swapBackAfterMs). */
+export const SWAP_BACK_AFTER_MS = 10 * 60_000;
+
+/**
+ * What ends the wait for T past the swap, for the swap back: an operator's cancel (accepted only while T is
+ * down), or T down for swapBackAfterMs in a row ('deadline'). T returning resets the clock.
+ */
+export function targetLostInterrupts(op: Operation, target: string): () => Interrupt | null {
+  const w = op.watch;
+  let downSince: number | null = null;
+  return () => {
+    if (op.cancelReason !== null) return 'cancel';
+    if (w.live(target)) {
+      downSince = null;
+      return null;
+    }
+    downSince ??= Date.now();
+    return Date.now() - downSince >= (w.timing.swapBackAfterMs ?? SWAP_BACK_AFTER_MS) ? 'deadline' : null;
+  };
+}
+
 /** What the swap did: boundary B, and what became of the removal chained to it. */
 export interface Swapped {
   boundary: number;
@@ -232,26 +276,28 @@ export function waitForActivation(op: Operation): WaitStep {
 
 /**
  * Wait until every one of `nodes` is live and durable at or beyond `boundary`, with no recovery pending.
- * `keeps` names the copy that stays eligible meanwhile (the leaving follower) and `since` the step that made
- * the wait necessary, for the words.
+ * `keeps` names the copy that stays eligible meanwhile (the leaving follower), `since` the step that made
+ * the wait necessary and `orElse` what happens if a node stays down, for the words.
  */
 export function waitDurable(
   op: Operation,
   nodes: string[],
   boundary: number,
-  words: { keeps?: string; since?: string; phase?: MovePhase } = {},
+  words: { keeps?: string; since?: string; phase?: MovePhase; orElse?: string } = {},
+  interrupts: () => Interrupt | null = noInterrupts,
 ): WaitStep {
   const w = op.watch;
   const kept = words.keeps ? `${words.keeps} stays eligible and keeps its data; ` : '';
   const since = words.since ? ` ${words.since}` : '';
+  const orElse = words.orElse ?? 'for recovery';
   return {
     phase: words.phase ?? 'covering_boundary',
     done: () => !w.recoveryPending && nodes.every((n) => w.live(n) && w.durable(n) >= boundary),
-    interrupts: noInterrupts,
+    interrupts,
     describe: () => {
       if (w.recoveryPending) return `pending recovery on ${w.partitionId}: ${kept}waiting for activation`;
       const down = nodes.filter((n) => !w.live(n)).join(', ');
-      if (down) return `${down} is down${since}: ${kept}waiting for ${down} to return or for recovery`;
+      if (down) return `${down} is down${since}: ${kept}waiting for ${down} to return or ${orElse}`;
       const behind = nodes.filter((n) => w.durable(n) < boundary);
       return `waiting for ${behind.join(', ')} durable at ${boundary}: at ${behind.map((n) => Math.max(0, w.durable(n))).join(', ')}`;
     },
@@ -261,10 +307,21 @@ export function waitDurable(
 /**
  * Step 2: remove `node` (leaving) once `target` covers B; it keeps its data as a retained copy for the grace
  * period. Passing refusals (see classifyRemovalRefusal) wait for the boundary again; `not_leaving` and final
- * ones end the step for the composition to judge.
+ * ones end the step for the composition to judge. `lost` (targetLostInterrupts) lets the wait end for a swap
+ * back, with the words saying when; without it nothing interrupts the step.
  */
-export function removeLeaving(op: Operation, node: string, target: string, boundary: number, classify: (r: Refusal) => 'passing' | 'target_down' | 'not_leaving' | 'final'): WriteStep<void> {
+export function removeLeaving(
+  op: Operation,
+  node: string,
+  target: string,
+  boundary: number,
+  classify: (r: Refusal) => 'passing' | 'target_down' | 'not_leaving' | 'final',
+  lost?: () => Interrupt | null,
+): WriteStep<void> {
   const w = op.watch;
+  const interrupts = lost ?? noInterrupts;
+  const after = `${Math.round((w.timing.swapBackAfterMs ?? SWAP_BACK_AFTER_MS) / 1000)}s`;
+  const orElse = lost ? `for the swap back after ${after} down (a cancel swaps back at once)` : undefined;
   return {
     phase: 'removing',
     write: 'remove-leaving',
@@ -275,7 +332,7 @@ export function removeLeaving(op: Operation, node: string, target: string, bound
       const p = w.partition;
       return p && p.leaving !== node && !p.history.some((h) => h.node === node) && p.followers.includes(target) ? { value: undefined } : null;
     },
-    before: waitDurable(op, [target], boundary, { keeps: node, since: 'after the swap' }),
+    before: waitDurable(op, [target], boundary, { keeps: node, since: 'after the swap', ...(orElse ? { orElse } : {}) }, interrupts),
     accepted: () => undefined,
     passing: (r) => ['passing', 'target_down'].includes(classify(r)),
     onPassing: async (r) => {
@@ -283,7 +340,7 @@ export function removeLeaving(op: Operation, node: string, target: string, bound
       // The broker's word on T's durable offset wins over what signals said (a lost disk can lower it).
       if (r.code === 'boundary_not_covered') await w.rereadDurable(target);
     },
-    interrupts: noInterrupts,
+    interrupts,
     retrying: (r) => `retrying the removal of ${node}: ${r.message}`,
   };
 }
