@@ -9,30 +9,22 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cancelMove, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Partition } from '../../cluster/contract';
 import { statusQuery, type MoveOutcome } from '../../workflows/definitions';
-import { connectClient, eventually, outcomeOf, pickMove, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;
-let stopWorker: () => Promise<void>;
+let stop: (() => Promise<void>) | undefined;
 let armed: Armed | null = null;
 const taskQueue = `swap-back-${process.pid}`;
 
 beforeAll(async () => {
-  cluster = await startTestCluster();
-  client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, () => armed));
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
-  ctx = { client, cluster: cluster.client, taskQueue };
+  ({ cluster, client, ctx, stop } = await startSuite(taskQueue, { wrap: (real) => armFault(real, () => armed) }));
 });
 
 afterAll(async () => {
-  await stopWorker?.();
-  await cluster?.close();
+  await stop?.();
 });
 
 afterEach(async () => {
