@@ -1,12 +1,13 @@
 /**
  * Restarts at each phase of the owner handoff, the replication-factor increase and the lost-follower
  * replacement: the reference cluster killed with SIGKILL and restarted on its database, and the Temporal dev
- * server stopped and restarted on its database. The operation is held in the named phase by a control the
- * cluster offers (a stalled transfer, a high publish rate) or by the worker holding the phase's guarded write;
- * each case checks the phase before and after the restart, then the final assignment, the outcome, zero
- * invariant breaches and that the history replays. The handoff also checks that no confirmed publish was lost
- * or duplicated across the restart and that admission is open at the end. One cluster and one worker per kind
- * of restart; partitions q-300..q-319.
+ * server stopped and restarted on its database. Every case runs its operation on its own partition and holds it
+ * in the named phase, by a control the cluster offers (a stalled transfer, a high publish rate) or by the worker
+ * holding the phase's guarded write; once every case is held, one restart hits them all, each is checked to be
+ * still in its phase, and the holds are released. Each case asserts the phase before and after the restart, the
+ * final assignment, the outcome, zero invariant breaches and that its history replays; the handoff also that no
+ * confirmed publish was lost or duplicated across the restart and that admission is open at the end.
+ * Partitions q-300..q-311, on a cluster of each kind of restart.
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,31 +21,37 @@ import { connectClient, eventually, outcomeOf, replayAndKeep, startTestCluster, 
 import { restartableCluster, restartableTemporal, type Restartable } from './processes';
 import { armFault, type Armed } from './write-faults';
 
-/** The tuning startTestCluster gives an in-process cluster, as flags of a cluster process. */
+/**
+ * The tuning startTestCluster gives an in-process cluster, as flags of a cluster process; a sync budget wide
+ * enough for every case's transfer to n5 at once.
+ */
+const CONFIG = { perNodeLimit: 16 };
 const CLUSTER_FLAGS = {
   nodes: 8, partitions: 0, streams: 0, 'tick-ms': 50, 'initial-messages': 3_000, 'retain-messages': 1_000, 'message-bytes': 1_024,
-  'publish-rate': 50, 'transfer-rate': 4 * 1024 * 1024, 'catch-up-slack': 50, 'recovery-delay-ms': 500, 'per-node-limit': 4, 'cluster-limit': 32,
+  'publish-rate': 50, 'transfer-rate': 4 * 1024 * 1024, 'catch-up-slack': 50, 'recovery-delay-ms': 500, 'per-node-limit': CONFIG.perNodeLimit, 'cluster-limit': 32,
 };
 const TIMING = { pollMs: 500, retryMs: 300 };
 
-/** What a case works with: the broker, the Temporal client of the moment, the write hold of the worker. */
+type Kind = 'cluster' | 'temporal';
+
+/** What the cases work with: the broker, the Temporal client of the moment, the worker's write holds by partition. */
 interface Rig {
-  kind: 'cluster' | 'temporal';
+  kind: Kind;
   broker: ClusterClient;
   client: Client;
   ctx: MovesContext;
-  armed: { current: Armed | null };
+  armed: Map<string, Armed>;
   /** The process a restart stops and starts again on its data. */
   target: Restartable;
   restart(): Promise<void>;
 }
 
 /**
- * One rig per kind of restart, shared by its cases: for `cluster` a cluster process on the file's namespace of the
- * shared dev server; for `temporal` a dev server of its own (namespace `default`) and an in-process cluster.
+ * One rig per kind of restart: for `cluster` a cluster process and the file's namespace of the shared dev server;
+ * for `temporal` a dev server of its own (namespace `default`) and an in-process cluster. A worker in this process.
  */
-function useRig(kind: 'cluster' | 'temporal'): Rig {
-  const rig = { kind, armed: { current: null } } as Rig;
+function useRig(kind: Kind, closeFirst: () => Promise<void>): Rig {
+  const rig = { kind, armed: new Map() } as Rig;
   const closers: (() => Promise<void>)[] = [];
   beforeAll(async () => {
     let clusterUrl: string;
@@ -57,7 +64,7 @@ function useRig(kind: 'cluster' | 'temporal'): Rig {
       rig.target = await restartableTemporal();
       closers.push(() => rig.target.close());
       address = rig.target.address;
-      const cluster = await startTestCluster({}, { nodes: 8, partitions: 0, streams: 0 });
+      const cluster = await startTestCluster(CONFIG, { nodes: 8, partitions: 0, streams: 0 });
       closers.push(() => cluster.close());
       clusterUrl = cluster.url;
     }
@@ -65,7 +72,12 @@ function useRig(kind: 'cluster' | 'temporal'): Rig {
     rig.broker = new ClusterClient(clusterUrl);
     rig.client = await connectClient(address);
     rig.ctx = { client: rig.client, cluster: rig.broker, taskQueue };
-    const { w, running } = await startWorker(clusterUrl, taskQueue, (real) => armFault(real, () => rig.armed.current), address);
+    // Each partition's write goes through the hold armed for it, if any.
+    const { w, running } = await startWorker(clusterUrl, taskQueue, (real) => ({
+      partition: (id) => real.partition(id),
+      nodes: () => real.nodes(),
+      write: (id, write, request) => armFault(real, () => rig.armed.get(id) ?? null).write(id, write, request),
+    }), address);
     closers.push(async () => {
       w.shutdown();
       await running;
@@ -79,6 +91,8 @@ function useRig(kind: 'cluster' | 'temporal'): Rig {
     };
   });
   afterAll(async () => {
+    // A hold left by a failed case would keep its activity, and the worker's shutdown, waiting.
+    await closeFirst();
     for (const close of closers.reverse()) await close();
   });
   return rig;
@@ -93,21 +107,28 @@ interface Hold {
   release(): Promise<void>;
 }
 
-/** The worker holds `write` on `id` just before sending it, or just after its reply came back, until released. */
+/**
+ * The worker holds `write` on `id` just before sending it, or just after its reply came back, until released;
+ * every try is held, so an activity the server times out and tries again while held stays in the phase.
+ */
 function heldWrite(rig: Rig, id: string, write: GuardedWriteName, when: 'before' | 'after'): Hold {
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
   let at = false;
-  const hook = async () => {
-    at = true;
-    await released;
+  const armed: Armed = {
+    partition: id, write, when, faults: [], fired: false,
+    hook: async () => {
+      at = true;
+      armed.fired = false;
+      await released;
+    },
   };
   return {
-    arm: async () => void (rig.armed.current = { partition: id, write, when, faults: [], fired: false, hook }),
-    reached: () => eventually(`${write} on ${id} held ${when} it is sent`, async () => at || undefined).then(() => undefined),
+    arm: async () => void rig.armed.set(id, armed),
+    reached: () => eventually(`${write} on ${id} held ${when} it is sent`, async () => at || undefined, 120_000).then(() => undefined),
     release: async () => {
+      rig.armed.delete(id);
       release();
-      rig.armed.current = null;
     },
   };
 }
@@ -119,7 +140,7 @@ function stalled(rig: Rig, id: string, node: string): Hold {
 }
 
 /**
- * Past the swap with T short of B: just before the swap is sent, T's replication stalls and the test waits until
+ * Past the swap with T short of B: just before the swap is sent, T's replication stalls and the hold waits until
  * T is behind the confirmed tail (B is the confirmed tail at the swap), so the removal waits for T to cover B.
  */
 function behindAtSwap(rig: Rig, id: string, node: string): Hold {
@@ -133,10 +154,10 @@ function behindAtSwap(rig: Rig, id: string, node: string): Hold {
   };
   const armed: Armed = { partition: id, write: 'swap', when: 'before', faults: [], fired: false, hook };
   return {
-    arm: async () => void (rig.armed.current = armed),
-    reached: () => eventually('the swap sent behind the tail', async () => (armed.fired || undefined)).then(() => undefined),
+    arm: async () => void rig.armed.set(id, armed),
+    reached: () => eventually(`the swap of ${id} sent behind the tail`, async () => armed.fired || undefined, 120_000).then(() => undefined),
     release: async () => {
-      rig.armed.current = null;
+      rig.armed.delete(id);
       await stall.release();
     },
   };
@@ -145,28 +166,6 @@ function behindAtSwap(rig: Rig, id: string, node: string): Hold {
 async function phaseOf(rig: Rig, id: string): Promise<MovePhase> {
   // Queries fail while the dev server is down or the worker has not polled it again yet: keep asking.
   return eventually(`the status of ${id}`, async () => (await rig.client.workflow.getHandle(reconfigurationWorkflowId(id)).query(statusQuery)).phase, 120_000);
-}
-
-/**
- * Start the operation, wait until the hold keeps it in `phase`, restart, check it is still there, release; how
- * it ended and when the restart was over.
- */
-async function throughRestart(rig: Rig, id: string, phase: MovePhase, hold: Hold, start: () => Promise<unknown>): Promise<{ outcome: MoveOutcome; restartedAt: number }> {
-  await hold.arm();
-  await start();
-  await hold.reached();
-  await eventually(`${id} in ${phase}`, async () => ((await phaseOf(rig, id)) === phase ? true : undefined), 120_000);
-  const restarts = rig.target.restarts;
-  await rig.restart();
-  const restartedAt = Date.now();
-  expect(rig.target.restarts).toBe(restarts + 1);
-  // Still there after the restart: the restart happened in the named phase.
-  expect(await phaseOf(rig, id)).toBe(phase);
-  await hold.release();
-  const outcome = await outcomeOf(rig.client.workflow.getHandle(reconfigurationWorkflowId(id)));
-  await replayAndKeep(rig.client, reconfigurationWorkflowId(id), `${rig.kind}-restarted-${id}-${phase}`);
-  expect((await rig.broker.invariants()).breaches).toEqual([]);
-  return { outcome, restartedAt };
 }
 
 async function partition(rig: Rig, id: string): Promise<Partition> {
@@ -184,7 +183,7 @@ async function create(rig: Rig, id: string, replicas: string[]): Promise<Partiti
 
 /**
  * Publishes through the cluster's test control all along (3 messages at a time): each reply names the offsets the
- * messages got. A publish the restarted cluster did not answer is no confirmed publish and is not kept.
+ * messages got. A publish the cluster did not answer (it was down) is no confirmed publish and is not kept.
  */
 function publisher(broker: ClusterClient, id: string) {
   const published: { firstOffset: number; nextOffset: number; at: number }[] = [];
@@ -201,7 +200,7 @@ function publisher(broker: ClusterClient, id: string) {
           // The cluster is down: no reply, nothing confirmed.
         }
       }
-      await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 50));
     }
   })();
   return {
@@ -216,7 +215,7 @@ function publisher(broker: ClusterClient, id: string) {
 }
 type Publisher = ReturnType<typeof publisher>;
 
-/** Held at the quiet point: 400 messages/s and at most 0 in flight; released when publishing stops. */
+/** Held at the quiet point: 400 messages/s and at most 0 in flight; released when publishing stops for a moment. */
 function busy(rig: Rig, id: string, pub: Publisher): Hold {
   return {
     arm: async () => void (await rig.broker.setRate(id, 400)),
@@ -250,92 +249,157 @@ async function noneLostOrDuplicated(rig: Rig, id: string, pub: Publisher, owner:
 
 const counted = (p: Partition) => [p.owner, ...p.followers].sort();
 
-type Case<P> = { phase: MovePhase; n: number } & P;
-function numbered<P>(base: number, cases: ({ phase: MovePhase } & P)[]): Case<P>[] {
-  return cases.map((c, i) => ({ ...c, n: base + i }));
+/** A handoff from n3 to n6 (n7 the other counted copy), an increase onto n5, a replacement of the lost n8 by n5. */
+const [A, D, F] = ['n3', 'n6', 'n7'];
+const LOST = 'n8';
+const T = 'n5';
+
+interface Case {
+  op: 'owner handoff' | 'increase' | 'replacement';
+  phase: MovePhase;
+  id: string;
+  replicas: string[];
+  hold(rig: Rig, id: string, pub: Publisher | null): Hold;
+  start(ctx: MovesContext, id: string): Promise<unknown>;
+  /** The final assignment and the outcome. */
+  check(rig: Rig, before: Partition, outcome: MoveOutcome): Promise<void>;
 }
 
-/** A at n3 hands to D at n6; F at n7 is the other counted copy. */
-const [A, D, F] = ['n3', 'n6', 'n7'];
-const HANDOFF = numbered<{ hold: (rig: Rig, id: string, pub: Publisher) => Hold }>(300, [
-  { phase: 'waiting_for_quiet_point', hold: busy },
-  { phase: 'closing_admission', hold: (rig, id) => heldWrite(rig, id, 'close-admission', 'before') },
-  { phase: 'waiting_for_final_boundary', hold: (rig, id) => stalled(rig, id, F) },
-  { phase: 'committing_owner', hold: (rig, id) => heldWrite(rig, id, 'commit-owner', 'after') },
-  { phase: 'reopening_admission', hold: (rig, id) => heldWrite(rig, id, 'reopen-admission', 'before') },
-]);
+const handoff = (phase: MovePhase, hold: Case['hold']): Omit<Case, 'id'> => ({
+  op: 'owner handoff',
+  phase,
+  replicas: [A, D, F],
+  hold,
+  start: (ctx, id) => {
+    // Quiet at most 0 in flight (never while busy) for the quiet-point case; elsewhere close within a second.
+    const quiet = phase === 'waiting_for_quiet_point' ? { maxInFlight: 0, maxWaitMs: 120_000 } : { maxWaitMs: 1_000 };
+    return startHandoff(ctx, { partition: id, from: A, to: D, origin: 'operator', timing: TIMING, quietPoint: { ...quiet, maxClosedMs: 120_000 } });
+  },
+  check: async (rig, before, outcome) => {
+    expect(outcome).toMatchObject({ status: 'completed', kind: 'owner-handoff', partition: before.id, from: A, to: D, epoch: before.epoch + 1 });
+    const after = await partition(rig, before.id);
+    expect(after).toMatchObject({ owner: D, admission: 'open', epoch: before.epoch + 1, replicationFactor: before.replicationFactor, writeRequirement: before.writeRequirement });
+    expect(counted(after)).toEqual(counted(before));
+  },
+});
 
-/** An increase of a partition on n1, n4, n2 onto n5. */
-const GROW = numbered<{ hold: (rig: Rig, id: string) => Hold }>(305, [
-  { phase: 'adding_learner', hold: (rig, id) => heldWrite(rig, id, 'add-learner', 'before') },
-  { phase: 'catching_up', hold: (rig, id) => stalled(rig, id, 'n5') },
-  { phase: 'promoting', hold: (rig, id) => heldWrite(rig, id, 'promote-learner', 'after') },
-]);
+const increase = (phase: MovePhase, hold: Case['hold']): Omit<Case, 'id'> => ({
+  op: 'increase',
+  phase,
+  replicas: ['n1', 'n4', 'n2'],
+  hold,
+  start: (ctx, id) => startGrow(ctx, { partition: id, to: T, origin: 'operator', timing: TIMING }),
+  check: async (rig, before, outcome) => {
+    expect(outcome).toMatchObject({ status: 'completed', kind: 'grow', partition: before.id, from: null, to: T });
+    const after = await partition(rig, before.id);
+    expect(counted(after)).toEqual([...counted(before), T].sort());
+    const rf = before.replicationFactor + 1;
+    expect(after).toMatchObject({ replicationFactor: rf, writeRequirement: writeRequirement(after.durability, rf), learners: [], leaving: null });
+  },
+});
 
-/** A replacement of the lost n8 of a partition on n1, n4, n8 by n5. */
-const REPLACE = numbered<{ hold: (rig: Rig, id: string) => Hold }>(308, [
-  { phase: 'catching_up', hold: (rig, id) => stalled(rig, id, 'n5') },
-  { phase: 'swapping', hold: (rig, id) => heldWrite(rig, id, 'swap', 'after') },
-  { phase: 'covering_boundary', hold: (rig, id) => behindAtSwap(rig, id, 'n5') },
-  { phase: 'removing', hold: (rig, id) => heldWrite(rig, id, 'remove-leaving', 'before') },
-]);
+const replacement = (phase: MovePhase, hold: Case['hold']): Omit<Case, 'id'> => ({
+  op: 'replacement',
+  phase,
+  replicas: ['n1', 'n4', LOST],
+  hold,
+  start: (ctx, id) => startReplace(ctx, { partition: id, lost: LOST, with: T, origin: 'operator', timing: TIMING }),
+  check: async (rig, before, outcome) => {
+    expect(outcome).toMatchObject({ status: 'completed', kind: 'replace', partition: before.id, from: LOST, to: T, boundary: expect.any(Number) });
+    const after = await partition(rig, before.id);
+    expect(counted(after)).toEqual(counted(before).map((x) => (x === LOST ? T : x)).sort());
+    expect(after.history.map((h) => h.node)).not.toContain(LOST);
+    expect(after).toMatchObject({ replicationFactor: before.replicationFactor, writeRequirement: before.writeRequirement, learners: [], leaving: null });
+  },
+});
 
-describe.each([
-  { kind: 'cluster' as const, what: 'the reference cluster killed with SIGKILL and restarted on its database' },
-  { kind: 'temporal' as const, what: 'the Temporal dev server restarted on its database' },
-])('$what', ({ kind }) => {
-  const rig = useRig(kind);
+const CASES: Case[] = [
+  handoff('waiting_for_quiet_point', (rig, id, pub) => busy(rig, id, pub!)),
+  handoff('closing_admission', (rig, id) => heldWrite(rig, id, 'close-admission', 'before')),
+  handoff('waiting_for_final_boundary', (rig, id) => stalled(rig, id, F)),
+  handoff('committing_owner', (rig, id) => heldWrite(rig, id, 'commit-owner', 'after')),
+  handoff('reopening_admission', (rig, id) => heldWrite(rig, id, 'reopen-admission', 'before')),
+  increase('adding_learner', (rig, id) => heldWrite(rig, id, 'add-learner', 'before')),
+  increase('catching_up', (rig, id) => stalled(rig, id, T)),
+  increase('promoting', (rig, id) => heldWrite(rig, id, 'promote-learner', 'after')),
+  replacement('catching_up', (rig, id) => stalled(rig, id, T)),
+  replacement('swapping', (rig, id) => heldWrite(rig, id, 'swap', 'after')),
+  replacement('covering_boundary', (rig, id) => behindAtSwap(rig, id, T)),
+  replacement('removing', (rig, id) => heldWrite(rig, id, 'remove-leaving', 'before')),
+].map((c, i) => ({ ...c, id: `q-${300 + i}` }));
 
-  describe('owner handoff', () => {
-    it.each(HANDOFF)('in $phase: D owns it at epoch + 1, admission open, no publish lost or duplicated', async ({ phase, hold, n }) => {
-      const id = `q-${n}`;
-      const before = await create(rig, id, [A, D, F]);
-      const pub = publisher(rig.broker, id);
-      try {
-        await eventually('publishing', async () => (pub.published.length >= 5 ? true : undefined));
-        const quiet = phase === 'waiting_for_quiet_point' ? { maxInFlight: 0, maxWaitMs: 120_000 } : { maxWaitMs: 1_000 };
-        const { outcome, restartedAt } = await throughRestart(rig, id, phase, hold(rig, id, pub), () =>
-          startHandoff(rig.ctx, { partition: id, from: A, to: D, origin: 'operator', timing: TIMING, quietPoint: { ...quiet, maxClosedMs: 120_000 } }),
-        );
-        expect(outcome).toMatchObject({ status: 'completed', kind: 'owner-handoff', partition: id, from: A, to: D, epoch: before.epoch + 1 });
-        await new Promise((r) => setTimeout(r, 300));
-        await pub.stop();
-        const after = await partition(rig, id);
-        expect(after).toMatchObject({ owner: D, admission: 'open', epoch: before.epoch + 1, replicationFactor: before.replicationFactor, writeRequirement: before.writeRequirement });
-        expect(counted(after)).toEqual(counted(before));
-        await noneLostOrDuplicated(rig, id, pub, D, restartedAt);
-      } finally {
-        await pub.stop();
-      }
-    });
+/** What one case saw: its partition before, the phase just before and just after the restart, how it ended. */
+interface Seen {
+  before: Partition;
+  pub: Publisher | null;
+  atRestart: MovePhase | string;
+  afterRestart: MovePhase | string;
+  outcome: Promise<MoveOutcome>;
+}
+
+describe.each<{ kind: Kind; what: string }>([
+  { kind: 'cluster', what: 'the reference cluster killed with SIGKILL and restarted on its database' },
+  { kind: 'temporal', what: 'the Temporal dev server restarted on its database' },
+])('$what while every operation is held in one of its phases', ({ kind }) => {
+  const seen = new Map<string, Seen>();
+  const holds: Hold[] = [];
+  let restartedAt = 0;
+  const releaseAll = async () => void (await Promise.allSettled(holds.splice(0).map((h) => h.release())));
+  const rig = useRig(kind, async () => {
+    await releaseAll();
+    for (const s of seen.values()) await s.pub?.stop();
   });
 
-  describe('replication-factor increase', () => {
-    it.each(GROW)('in $phase: n5 counts, the factor and W rise together', async ({ phase, hold, n }) => {
-      const id = `q-${n}`;
-      const before = await create(rig, id, ['n1', 'n4', 'n2']);
-      const { outcome } = await throughRestart(rig, id, phase, hold(rig, id), () => startGrow(rig.ctx, { partition: id, to: 'n5', origin: 'operator', timing: TIMING }));
-      expect(outcome).toMatchObject({ status: 'completed', kind: 'grow', partition: id, from: null, to: 'n5' });
-      const after = await partition(rig, id);
-      expect(counted(after)).toEqual([...counted(before), 'n5'].sort());
-      expect(after).toMatchObject({ replicationFactor: before.replicationFactor + 1, writeRequirement: writeRequirement(after.durability, before.replicationFactor + 1), learners: [], leaving: null });
+  beforeAll(async () => {
+    const befores = new Map<string, Partition>();
+    for (const c of CASES) befores.set(c.id, await create(rig, c.id, c.replicas));
+    await rig.broker.fault({ fault: 'crash-node', node: LOST });
+    const started = CASES.map((c) => {
+      const pub = c.op === 'owner handoff' ? publisher(rig.broker, c.id) : null;
+      const hold = c.hold(rig, c.id, pub);
+      holds.push(hold);
+      const s: Seen = { before: befores.get(c.id)!, pub, atRestart: 'not held', afterRestart: 'not held', outcome: Promise.resolve(null as never) };
+      seen.set(c.id, s);
+      return { c, s, hold };
     });
-  });
+    // Each case is caught in its phase, or says why not; the restart comes once all are (or could not be).
+    await Promise.all(
+      started.map(async ({ c, s, hold }) => {
+        try {
+          if (s.pub) await eventually('publishing', async () => (s.pub!.published.length >= 3 ? true : undefined));
+          await hold.arm();
+          await c.start(rig.ctx, c.id);
+          await hold.reached();
+          s.atRestart = await eventually(`${c.id} in ${c.phase}`, async () => ((await phaseOf(rig, c.id)) === c.phase ? c.phase : undefined), 120_000);
+        } catch (err) {
+          s.atRestart = `not held: ${(err as Error).message}`;
+        }
+      }),
+    );
+    const restarts = rig.target.restarts;
+    await rig.restart();
+    restartedAt = Date.now();
+    expect(rig.target.restarts).toBe(restarts + 1);
+    for (const { c, s } of started) s.afterRestart = await phaseOf(rig, c.id).catch((err: unknown) => `unknown: ${(err as Error).message}`);
+    await releaseAll();
+    for (const { c, s } of started) {
+      s.outcome = outcomeOf(rig.client.workflow.getHandle(reconfigurationWorkflowId(c.id)));
+      s.outcome.catch(() => undefined);
+    }
+  }, 400_000);
 
-  describe('lost-follower replacement', () => {
-    it.each(REPLACE)('in $phase: n5 counts in the lost n8 place, the factor and W unchanged', async ({ phase, hold, n }) => {
-      const id = `q-${n}`;
-      if (!(await rig.broker.nodes()).nodes.find((x) => x.id === 'n8')!.live) await rig.broker.fault({ fault: 'restart-node', node: 'n8' });
-      const before = await create(rig, id, ['n1', 'n4', 'n8']);
-      await rig.broker.fault({ fault: 'crash-node', node: 'n8' });
-      const { outcome } = await throughRestart(rig, id, phase, hold(rig, id), () =>
-        startReplace(rig.ctx, { partition: id, lost: 'n8', with: 'n5', origin: 'operator', timing: TIMING }),
-      );
-      expect(outcome).toMatchObject({ status: 'completed', kind: 'replace', partition: id, from: 'n8', to: 'n5', boundary: expect.any(Number) });
-      const after = await partition(rig, id);
-      expect(counted(after)).toEqual(counted(before).map((x) => (x === 'n8' ? 'n5' : x)).sort());
-      expect(after.history.map((h) => h.node)).not.toContain('n8');
-      expect(after).toMatchObject({ replicationFactor: before.replicationFactor, writeRequirement: before.writeRequirement, learners: [], leaving: null });
-    });
+  it.each(CASES)('$op in $phase: restarted there, then completes', async (c) => {
+    const s = seen.get(c.id)!;
+    // Held in the named phase before the restart and still there after it: the restart happened in that phase.
+    expect([s.atRestart, s.afterRestart]).toEqual([c.phase, c.phase]);
+    const outcome = await s.outcome;
+    await c.check(rig, s.before, outcome);
+    if (s.pub) {
+      await new Promise((r) => setTimeout(r, 300));
+      await s.pub.stop();
+      await noneLostOrDuplicated(rig, c.id, s.pub, D, restartedAt);
+    }
+    expect((await rig.broker.invariants()).breaches).toEqual([]);
+    await replayAndKeep(rig.client, reconfigurationWorkflowId(c.id), `${kind}-restarted-${c.op.replace(' ', '-')}-${c.phase}`);
   });
 });
