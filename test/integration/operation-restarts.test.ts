@@ -1,18 +1,18 @@
 /**
  * Restarts at each phase of the owner handoff, the replication-factor increase and the lost-follower
- * replacement: the reference cluster killed with SIGKILL and restarted on its database, and the Temporal dev
+ * replacement, and in each stage of the owner move: the reference cluster killed with SIGKILL and restarted on its database, and the Temporal dev
  * server stopped and restarted on its database. Every case runs its operation on its own partition and holds it
  * in the named phase, by a control the cluster offers (a stalled transfer, a high publish rate) or by the worker
  * holding the phase's guarded write; once every case is held, one restart hits them all, each is checked to be
  * still in its phase, and the holds are released. Each case asserts the phase before and after the restart, the
  * final assignment, the outcome, zero invariant breaches and that its history replays; the handoff also that no
  * confirmed publish was lost or duplicated across the restart and that admission is open at the end.
- * Partitions q-300..q-311, on a cluster of each kind of restart.
+ * Partitions q-300..q-314, on a cluster of each kind of restart.
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGrow, startReplace } from '../../client/grow';
-import { startHandoff } from '../../client/handoff';
+import { startHandoff, startOwnerMove } from '../../client/handoff';
 import type { MovesContext } from '../../client/moves';
 import { ClusterClient } from '../../cluster/client';
 import { writeRequirement, type GuardedWriteName, type Partition } from '../../cluster/contract';
@@ -249,13 +249,17 @@ async function noneLostOrDuplicated(rig: Rig, id: string, pub: Publisher, owner:
 
 const counted = (p: Partition) => [p.owner, ...p.followers].sort();
 
-/** A handoff from n3 to n6 (n7 the other counted copy), an increase onto n5, a replacement of the lost n8 by n5. */
+/**
+ * A handoff from n3 to n6 (n7 the other counted copy), an increase onto n5, a replacement of the lost n8 by n5,
+ * an owner move from n3 onto n2 via the copy of n6.
+ */
 const [A, D, F] = ['n3', 'n6', 'n7'];
 const LOST = 'n8';
 const T = 'n5';
+const [OWNER_TO, VIA] = ['n2', 'n6'];
 
 interface Case {
-  op: 'owner handoff' | 'increase' | 'replacement';
+  op: 'owner handoff' | 'increase' | 'replacement' | 'owner move';
   phase: MovePhase;
   id: string;
   replicas: string[];
@@ -271,9 +275,10 @@ const handoff = (phase: MovePhase, hold: Case['hold']): Omit<Case, 'id'> => ({
   replicas: [A, D, F],
   hold,
   start: (ctx, id) => {
-    // Quiet at most 0 in flight (never while busy) for the quiet-point case; elsewhere close within a second.
-    const quiet = phase === 'waiting_for_quiet_point' ? { maxInFlight: 0, maxWaitMs: 120_000 } : { maxWaitMs: 1_000 };
-    return startHandoff(ctx, { partition: id, from: A, to: D, origin: 'operator', timing: TIMING, quietPoint: { ...quiet, maxClosedMs: 120_000 } });
+    // Quiet at most 0 in flight (never while busy) for the quiet-point case; elsewhere close within a second. The
+    // bounds outlast the wait until every case is held: a bound that ran out would move the case on unreleased.
+    const quiet = phase === 'waiting_for_quiet_point' ? { maxInFlight: 0, maxWaitMs: 600_000 } : { maxWaitMs: 1_000 };
+    return startHandoff(ctx, { partition: id, from: A, to: D, origin: 'operator', timing: TIMING, quietPoint: { ...quiet, maxClosedMs: 600_000 } });
   },
   check: async (rig, before, outcome) => {
     expect(outcome).toMatchObject({ status: 'completed', kind: 'owner-handoff', partition: before.id, from: A, to: D, epoch: before.epoch + 1 });
@@ -313,6 +318,22 @@ const replacement = (phase: MovePhase, hold: Case['hold']): Omit<Case, 'id'> => 
   },
 });
 
+const ownerMove = (phase: MovePhase, hold: Case['hold']): Omit<Case, 'id'> => ({
+  op: 'owner move',
+  phase,
+  replicas: [A, VIA, F],
+  hold,
+  start: (ctx, id) =>
+    startOwnerMove(ctx, { partition: id, from: A, to: OWNER_TO, via: VIA, origin: 'operator', timing: TIMING, quietPoint: { maxWaitMs: 1_000, maxClosedMs: 600_000 } }),
+  check: async (rig, before, outcome) => {
+    expect(outcome).toMatchObject({ status: 'completed', kind: 'owner-move', partition: before.id, from: A, to: OWNER_TO, epoch: before.epoch + 1 });
+    const after = await partition(rig, before.id);
+    expect(after).toMatchObject({ owner: OWNER_TO, admission: 'open', epoch: before.epoch + 1, replicationFactor: before.replicationFactor, writeRequirement: before.writeRequirement });
+    expect(counted(after)).toEqual(counted(before).map((x) => (x === VIA ? OWNER_TO : x)).sort());
+    expect(after.history.map((h) => h.node)).not.toContain(VIA);
+  },
+});
+
 const CASES: Case[] = [
   handoff('waiting_for_quiet_point', (rig, id, pub) => busy(rig, id, pub!)),
   handoff('closing_admission', (rig, id) => heldWrite(rig, id, 'close-admission', 'before')),
@@ -326,6 +347,10 @@ const CASES: Case[] = [
   replacement('swapping', (rig, id) => heldWrite(rig, id, 'swap', 'after')),
   replacement('covering_boundary', (rig, id) => behindAtSwap(rig, id, T)),
   replacement('removing', (rig, id) => heldWrite(rig, id, 'remove-leaving', 'before')),
+  // The follower-move stage, then the handoff stage (F stalled all along: the follower move does not wait for it).
+  ownerMove('catching_up', (rig, id) => stalled(rig, id, OWNER_TO)),
+  ownerMove('waiting_for_final_boundary', (rig, id) => stalled(rig, id, F)),
+  ownerMove('committing_owner', (rig, id) => heldWrite(rig, id, 'commit-owner', 'after')),
 ].map((c, i) => ({ ...c, id: `q-${300 + i}` }));
 
 /** What one case saw: its partition before, the phase just before and just after the restart, how it ended. */
