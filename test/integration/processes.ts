@@ -1,11 +1,16 @@
 /**
  * The worker as a child process for process-fault tests, killable with SIGKILL (the cluster: cluster/spawn.ts),
- * and what a test needs to find the processes a run left behind (Linux /proc).
+ * the reference cluster and the Temporal dev server restartable on their own data, and what a test needs to
+ * find the processes a run left behind (Linux /proc).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import { spawnCluster } from '../../cluster/spawn';
+import { freePort, startDevServer, type DevServer } from '../../scripts/dev-server';
+import { ensureTemporalCli } from '../../scripts/temporal-cli';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -44,6 +49,66 @@ async function spawnTs(entry: string, args: string[], env: Record<string, string
 
 export function spawnWorker(env: { TEMPORAL_ADDRESS: string; TEMPORAL_NAMESPACE?: string; TEMPORAL_TASK_QUEUE: string; CLUSTER_URL: string; DATA_DIR: string }): Promise<Child> {
   return spawnTs('worker/main.ts', [], { ...env, LOG_LEVEL: 'info' }, /worker ready/);
+}
+
+export function tmpDir(name: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `rebalancer-${name}-`));
+}
+
+/** A process that keeps its address and its data across a restart. */
+export interface Restartable {
+  /** http://127.0.0.1:<port> for the cluster, 127.0.0.1:<port> for the dev server. */
+  address: string;
+  /** How many times it was restarted. */
+  restarts: number;
+  restart(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * The reference cluster as its own process on a fixed port; `restart` kills it with SIGKILL (a crash) and starts
+ * it again on its database. `flags` shape a new data directory only: a restart resumes what was stored.
+ */
+export async function restartableCluster(flags: Record<string, string | number>): Promise<Restartable> {
+  const port = await freePort();
+  const dataDir = tmpDir('cluster');
+  let broker = await spawnCluster(flags, { port, dataDir });
+  const r: Restartable = {
+    address: broker.url,
+    restarts: 0,
+    async restart() {
+      await broker.kill9();
+      broker = await spawnCluster({}, { port, dataDir });
+      r.restarts++;
+    },
+    async close() {
+      await broker.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return r;
+}
+
+/** A Temporal dev server (namespace `default`) on a fixed port; `restart` stops it and starts it again on its database. */
+export async function restartableTemporal(): Promise<Restartable> {
+  const executable = await ensureTemporalCli();
+  const dir = tmpDir('temporal');
+  const options = { executable, dbFile: path.join(dir, 'temporal.db'), port: await freePort(), uiPort: null };
+  let server: DevServer = await startDevServer(options);
+  const r: Restartable = {
+    address: server.address,
+    restarts: 0,
+    async restart() {
+      await server.stop();
+      server = await startDevServer(options);
+      r.restarts++;
+    },
+    async close() {
+      await server.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return r;
 }
 
 /** Parent pid of `pid` from /proc (Linux), or null once it is gone. */
