@@ -10,7 +10,7 @@ import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
-import { checkDrain, drainLeft, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
+import { checkDrain, drainLeft, planInputFor, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
 import { inFlightMoves, recoveryPending } from '../workflows/rebalancer-rules';
 
 export interface RebalancerDeps {
@@ -92,9 +92,12 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       return checkDrain(await deps.cluster.topology(), node);
     },
 
-    /** The planner on a fresh topology (its own recovery pause and cooldowns included). */
+    /**
+     * The planner on a fresh topology (its own recovery pause and cooldowns included), leaving alone what another
+     * drain holds: the loop plans the rest of the cluster while a drain runs.
+     */
     async planMoves(request: PlanRequest, config: PlannerConfig): Promise<Plan> {
-      const plan = deps.plan({ ...request, topology: await deps.cluster.topology() }, config);
+      const plan = deps.plan(planInputFor(await deps.cluster.topology(), request), config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
       return plan;
     },
