@@ -48,22 +48,29 @@ export interface PlanRequest {
   draining?: string[];
 }
 
-/** How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs. */
+/**
+ * How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs.
+ * Followed by workflow id, not by the run it started as: a move that continued as new runs on under another run
+ * id in the same chain (the latest run names the chain's first run), and a chain that ended before a newer
+ * reconfiguration of the partition started is read from its first run on (its result follows the chain).
+ */
 async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> {
-  const handle = client.workflow.getHandle(m.workflowId, m.runId);
   const end = (status: EndedMove['status'], detail: string | null): EndedMove => ({ workflowId: m.workflowId, runId: m.runId, status, detail });
-  let description;
+  let latest;
   try {
-    description = await handle.describe();
+    latest = await client.workflow.getHandle(m.workflowId).describe();
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return end('aborted', 'the workflow is gone from Temporal');
     throw err;
   }
-  if (description.status.name === 'RUNNING') return null;
+  const ours = latest.runId === m.runId || latest.raw.workflowExecutionInfo?.firstRunId === m.runId;
+  if (ours && latest.status.name === 'RUNNING') return null;
+  const handle = client.workflow.getHandle(m.workflowId, ours ? latest.runId : m.runId);
   const outcome = await outcomeOf(handle);
   if (outcome) return end(outcome.status, outcome.status === 'completed' ? null : outcome.reason);
   // Ended without an outcome: terminated or timed out.
-  return end(description.status.name === 'CANCELLED' ? 'cancelled' : 'aborted', description.status.name.toLowerCase());
+  const status = ours ? latest.status.name : (await handle.describe()).status.name;
+  return end(status === 'CANCELLED' ? 'cancelled' : 'aborted', status.toLowerCase());
 }
 
 export function createRebalancerActivities(deps: RebalancerDeps) {
