@@ -17,7 +17,7 @@ export function createMetrics() {
   const remaining = gauge('rebalancer_move_remaining_bytes', 'Bytes the target of a move in progress still has to copy', ['partition', 'kind', 'from', 'to']);
   const syncInUse = gauge('rebalancer_sync_budget_in_use_transfers', 'Transfer slots in use per node (the sync budget)', ['node']);
   const syncLimit = gauge('rebalancer_sync_budget_limit_transfers', 'Transfer slots per node', ['node']);
-  const decisions = counter('rebalancer_planner_decisions_total', 'Moves the rebalancer loop started on its planner\'s proposals, by kind', ['kind']);
+  const decisions = counter('rebalancer_planner_decisions_total', "Moves the rebalancer loop started on its planner's proposals, by kind", ['kind']);
   const spread = gauge('rebalancer_score_spread', 'Largest |node score - cluster mean| (score units)');
   const mean = gauge('rebalancer_score_mean', 'Cluster mean of the node scores (score units)');
   const refusals = counter('rebalancer_refusals_total', 'Requests refused and moves aborted, by code', ['code']);
