@@ -10,7 +10,7 @@ import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
-import { checkDrain, drainLeft, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
+import { checkDrain, drainLeft, planInputFor, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
 import { inFlightMoves, recoveryPending } from '../workflows/rebalancer-rules';
 
 export interface RebalancerDeps {
@@ -48,22 +48,29 @@ export interface PlanRequest {
   draining?: string[];
 }
 
-/** How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs. */
+/**
+ * How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs.
+ * Followed by workflow id, not by the run it started as: a move that continued as new runs on under another run
+ * id in the same chain (the latest run names the chain's first run), and a chain that ended before a newer
+ * reconfiguration of the partition started is read from its first run on (its result follows the chain).
+ */
 async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> {
-  const handle = client.workflow.getHandle(m.workflowId, m.runId);
   const end = (status: EndedMove['status'], detail: string | null): EndedMove => ({ workflowId: m.workflowId, runId: m.runId, status, detail });
-  let description;
+  let latest;
   try {
-    description = await handle.describe();
+    latest = await client.workflow.getHandle(m.workflowId).describe();
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return end('aborted', 'the workflow is gone from Temporal');
     throw err;
   }
-  if (description.status.name === 'RUNNING') return null;
+  const ours = latest.runId === m.runId || latest.raw.workflowExecutionInfo?.firstRunId === m.runId;
+  if (ours && latest.status.name === 'RUNNING') return null;
+  const handle = client.workflow.getHandle(m.workflowId, ours ? latest.runId : m.runId);
   const outcome = await outcomeOf(handle);
   if (outcome) return end(outcome.status, outcome.status === 'completed' ? null : outcome.reason);
   // Ended without an outcome: terminated or timed out.
-  return end(description.status.name === 'CANCELLED' ? 'cancelled' : 'aborted', description.status.name.toLowerCase());
+  const status = ours ? latest.status.name : (await handle.describe()).status.name;
+  return end(status === 'CANCELLED' ? 'cancelled' : 'aborted', status.toLowerCase());
 }
 
 export function createRebalancerActivities(deps: RebalancerDeps) {
@@ -92,9 +99,12 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       return checkDrain(await deps.cluster.topology(), node);
     },
 
-    /** The planner on a fresh topology (its own recovery pause and cooldowns included). */
+    /**
+     * The planner on a fresh topology (its own recovery pause and cooldowns included), leaving alone what another
+     * drain holds: the loop plans the rest of the cluster while a drain runs.
+     */
     async planMoves(request: PlanRequest, config: PlannerConfig): Promise<Plan> {
-      const plan = deps.plan({ ...request, topology: await deps.cluster.topology() }, config);
+      const plan = deps.plan(planInputFor(await deps.cluster.topology(), request), config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
       return plan;
     },

@@ -5,7 +5,7 @@
  */
 import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
-import type { MoveStatus, ReconfigurationRequest } from '../workflows/definitions';
+import type { MoveStatus, ReconfigurationKind, ReconfigurationRequest } from '../workflows/definitions';
 import type { EndedMove, MoveDetail } from '../client/moves';
 
 /** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */
@@ -29,6 +29,8 @@ export interface RebalancerState {
   since: string | null;
   /** What the loop waits for right now (paused, a pending recovery, the next tick), when it says. */
   waitingFor: string | null;
+  /** Moves the loop started since it first ran, by kind (its planner decisions); empty when no loop runs. */
+  startedByKind: Partial<Record<ReconfigurationKind, number>>;
 }
 
 /** Who asked and why: recorded by the workflow where it records it, and in the audit log. */

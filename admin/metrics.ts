@@ -1,7 +1,8 @@
 /**
  * The service's Prometheus series, read from their sources on each scrape (the broker, Temporal, the planner):
- * nothing is sampled in the background. Counters follow what they count across scrapes: moves started by the
- * planner, refusals by code (operator requests refused, moves that ended aborted), the broker's invariant breaches.
+ * nothing is sampled in the background. Counters follow what they count across scrapes: the loop's planner
+ * decisions (from its own totals, so a move that starts and ends between two scrapes counts), refusals by code
+ * (operator requests refused, moves that ended aborted), the broker's invariant breaches.
  */
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { MoveStatus } from '../workflows/definitions';
@@ -16,7 +17,7 @@ export function createMetrics() {
   const remaining = gauge('rebalancer_move_remaining_bytes', 'Bytes the target of a move in progress still has to copy', ['partition', 'kind', 'from', 'to']);
   const syncInUse = gauge('rebalancer_sync_budget_in_use_transfers', 'Transfer slots in use per node (the sync budget)', ['node']);
   const syncLimit = gauge('rebalancer_sync_budget_limit_transfers', 'Transfer slots per node', ['node']);
-  const decisions = counter('rebalancer_planner_decisions_total', 'Moves the planner started, by kind', ['kind']);
+  const decisions = counter('rebalancer_planner_decisions_total', "Moves the rebalancer loop started on its planner's proposals, by kind", ['kind']);
   const spread = gauge('rebalancer_score_spread', 'Largest |node score - cluster mean| (score units)');
   const mean = gauge('rebalancer_score_mean', 'Cluster mean of the node scores (score units)');
   const refusals = counter('rebalancer_refusals_total', 'Requests refused and moves aborted, by code', ['code']);
@@ -25,10 +26,10 @@ export function createMetrics() {
   const recovery = gauge('rebalancer_recovery_pending_partitions', 'Partitions with a pending recovery');
   const paused = gauge('rebalancer_paused', '1 while rebalancing is paused');
 
-  /** Moves and aborted outcomes already counted, so a counter rises once per move. */
-  const seenPlanned = new Set<string>();
+  /** Aborted outcomes already counted, so the counter rises once per move. */
   const seenAborted = new Set<string>();
-  const breachesSeen = new Map<number, number>();
+  const breachesSeen = new Map<string, number>();
+  const decisionsSeen = new Map<string, number>();
 
   return {
     contentType: registry.contentType,
@@ -50,12 +51,8 @@ export function createMetrics() {
       for (const m of running) {
         moves.inc({ kind: m.kind, phase: m.phase });
         if (m.bytesRemaining !== null) remaining.set({ partition: m.partition, kind: m.kind, from: m.from ?? '', to: m.to }, m.bytesRemaining);
-        const key = `${m.partition}:${m.kind}:${m.to}`;
-        if (m.origin === 'planner' && !seenPlanned.has(key)) {
-          seenPlanned.add(key);
-          decisions.inc({ kind: m.kind });
-        }
       }
+      followTotals(decisions, 'kind', decisionsSeen, Object.entries(state.startedByKind));
       for (const m of ended) {
         if (m.outcome?.status !== 'aborted' || seenAborted.has(`${m.workflowId}@${m.closedAt}`)) continue;
         seenAborted.add(`${m.workflowId}@${m.closedAt}`);
@@ -67,13 +64,9 @@ export function createMetrics() {
         syncInUse.set({ node: n.node }, n.inUse);
         syncLimit.set({ node: n.node }, n.limit);
       }
-      const byInvariant = new Map<number, number>();
-      for (const b of invariants.breaches) byInvariant.set(b.invariant, (byInvariant.get(b.invariant) ?? 0) + 1);
-      for (const [invariant, count] of byInvariant) {
-        const delta = count - (breachesSeen.get(invariant) ?? 0);
-        if (delta > 0) breaches.inc({ invariant: String(invariant) }, delta);
-        breachesSeen.set(invariant, count);
-      }
+      const byInvariant = new Map<string, number>();
+      for (const b of invariants.breaches) byInvariant.set(String(b.invariant), (byInvariant.get(String(b.invariant)) ?? 0) + 1);
+      followTotals(breaches, 'invariant', breachesSeen, byInvariant);
       const scores = deps.scores(topology, running);
       spread.set(scores.spread);
       mean.set(scores.mean);
@@ -84,4 +77,16 @@ export function createMetrics() {
       return registry.metrics();
     },
   };
+}
+
+/**
+ * Raises a counter by what a source's running totals grew since the last scrape. A total below the one seen
+ * (a new loop, a restarted broker) starts over from it, so the counter never goes down.
+ */
+function followTotals(counter: Counter, label: string, seen: Map<string, number>, totals: Iterable<[string, number]>): void {
+  for (const [value, total] of totals) {
+    const delta = total - (seen.get(value) ?? 0);
+    if (delta > 0) counter.inc({ [label]: value }, delta);
+    seen.set(value, total);
+  }
 }

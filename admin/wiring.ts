@@ -43,6 +43,7 @@ function stateOf(s: RebalancerStatus): RebalancerState {
     reason: s.paused?.reason ?? null,
     since: note ? new Date(note.at).toISOString() : null,
     waitingFor: s.waitingFor,
+    startedByKind: { 'follower-move': s.startedByOp?.follower_move ?? 0, 'owner-handoff': s.startedByOp?.owner_handoff ?? 0 },
   };
 }
 
@@ -97,7 +98,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     rebalancer: {
       async status() {
         const s = await loopStatus();
-        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null };
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {} };
       },
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),

@@ -345,6 +345,8 @@ export interface RebalancerState {
   /** Feed sequence of the newest topology signal seen. */
   lastSignalSeq: number;
   moves: { started: number; completed: number; cancelled: number; aborted: number };
+  /** Moves started, by op: each a planner decision the loop acted on. Absent in a state carried from an older run. */
+  startedByOp?: Record<ProposalOp, number>;
 }
 
 export interface RebalancerInput {

@@ -3,7 +3,7 @@
  * somewhere to go, every partition it owns has a follower to hand off to) and how much is left.
  */
 import type { Topology } from '../cluster/contract';
-import type { InFlightMove, PlannerConfig, Proposal } from '../planner/types';
+import type { InFlightMove, PlanInput, PlannerConfig, Proposal } from '../planner/types';
 import { holders, selectStarts, type Selection } from './rebalancer-rules';
 
 export type DrainCheck = { ok: true } | { ok: false; code: 'unknown_node' | 'not_enough_room' | 'no_follower'; message: string };
@@ -89,4 +89,35 @@ export function drainStarts(
 ): Selection {
   const wanted: Proposal['op'] = ownsSome ? 'owner_handoff' : 'follower_move';
   return selectStarts(steps, inFlight, config, new Set(), (s) => s.from === node && s.op === wanted);
+}
+
+/**
+ * The partitions a drain other than the caller's holds: those with a copy on a node marked draining that the
+ * caller does not drain itself (`draining`: the nodes the caller drains, none for the loop), and none on a node
+ * it drains. That drain moves them; a planner that proposed them too would spend its transfer slots on steps its
+ * caller leaves to the drain and plan nothing else.
+ */
+export function heldByDrains(topology: Topology, draining: readonly string[]): string[] {
+  const marked = new Set(topology.nodes.filter((n) => n.draining && !draining.includes(n.id)).map((n) => n.id));
+  if (marked.size === 0) return [];
+  return topology.partitions
+    .filter((p) => {
+      const on = holders(p);
+      return on.some((n) => marked.has(n)) && !on.some((n) => draining.includes(n));
+    })
+    .map((p) => p.id);
+}
+
+/**
+ * The planner's input for a caller that drains `input.draining` (none, for the loop): the partitions another drain
+ * holds are not movable, as a partition cooling down is not, so the planner neither proposes them nor spends a
+ * transfer slot on them, and plans the rest of the cluster. A node marked draining is already neither a source
+ * nor a target of the planner's balancing moves.
+ */
+export function planInputFor(topology: Topology, input: Omit<PlanInput, 'topology'>): PlanInput {
+  const held = heldByDrains(topology, input.draining ?? []);
+  if (held.length === 0) return { ...input, topology };
+  const partitions = { ...input.cooldowns.partitions };
+  for (const id of held) partitions[id] = Number.POSITIVE_INFINITY;
+  return { ...input, topology, cooldowns: { ...input.cooldowns, partitions } };
 }

@@ -30,12 +30,14 @@ export function initialRebalancerState(): RebalancerState {
     lastPlan: null,
     lastSignalSeq: 0,
     moves: { started: 0, completed: 0, cancelled: 0, aborted: 0 },
+    startedByOp: { follower_move: 0, owner_handoff: 0 },
   };
 }
 
 export async function rebalancer(input: RebalancerInput): Promise<never> {
   const { settings } = input;
   const state: RebalancerState = input.state ?? initialRebalancerState();
+  const startedByOp = (state.startedByOp ??= { follower_move: 0, owner_handoff: 0 });
   let wake = false;
   let waitingFor = 'the first tick';
 
@@ -106,6 +108,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
       }
       state.inFlight.push(result.move);
       state.moves.started++;
+      startedByOp[step.op]++;
       started.push(step.partition);
       void result.handle.result().then(
         () => (wake = true),

@@ -1,7 +1,8 @@
 /**
  * /metrics scraped during a move on a reference cluster and the shared dev server (partitions q-540..q-559 only):
- * the move's series (kind and phase, bytes remaining), the sync budget of its target, the relay lag, and the
- * counters' names and types per Prometheus conventions.
+ * the move's series (kind and phase, bytes remaining), the sync budget of its target, the relay lag, the
+ * counters' names and types per Prometheus conventions, and the planner decisions of a loop whose moves all start
+ * and end between two scrapes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startAdminFixture, type AdminFixture } from './admin-fixture';
@@ -17,8 +18,8 @@ afterAll(async () => {
   await f?.close();
 });
 
-async function scrape(): Promise<string> {
-  const r = await fetch(`${f.admin.url}/metrics`);
+async function scrape(fixture = f): Promise<string> {
+  const r = await fetch(`${fixture.admin.url}/metrics`);
   expect(r.status).toBe(200);
   expect(r.headers.get('content-type')).toMatch(/^text\/plain/);
   return r.text();
@@ -70,5 +71,48 @@ describe('metrics', () => {
       if (m[2] === 'counter') expect(m[1]).toMatch(/_total$/);
       else expect(m[1]).not.toMatch(/_total$/);
     }
+  });
+});
+
+describe('planner decisions', () => {
+  let g: AdminFixture;
+  beforeAll(async () => {
+    // The default threshold: a node joining empty is far below the mean and the loop fills it.
+    g = await startAdminFixture({ name: 'metrics-loop', partitions: ['q-550', 'q-551', 'q-552'] });
+  });
+  afterAll(async () => {
+    await g?.close();
+  });
+
+  /** Every reconfiguration of this cluster's partitions, from Temporal's visibility: all the loop's, none asked for. */
+  async function reconfigurations(): Promise<{ total: number; running: number }> {
+    let total = 0;
+    let running = 0;
+    for await (const w of g.client.workflow.list({ query: 'WorkflowId STARTS_WITH "reconfigure-q-55"' })) {
+      total++;
+      if (w.status.name === 'RUNNING') running++;
+    }
+    return { total, running };
+  }
+
+  it('counts every move the loop starts, also those that start and end between two scrapes', async () => {
+    // Nothing scrapes until the loop has started and finished every move (the layout's and those for the node that joined).
+    await g.cluster.client.joinNode('n6', 1, 'z1');
+    const moved = await eventually(
+      "the loop's moves onto n6 to end",
+      async () => {
+        const [r, status] = await Promise.all([reconfigurations(), g.deps.rebalancer.status()]);
+        const started = Object.values(status.startedByKind).reduce((a, b) => a + b, 0);
+        return r.total > 0 && r.running === 0 && started === r.total ? r : undefined;
+      },
+      90_000,
+    );
+    const after = await scrape(g);
+    const counted = [...after.matchAll(/^rebalancer_planner_decisions_total\{kind="([^"]+)"\} (\S+)$/gm)];
+    expect(counted.map((m) => m[1]).every((k) => k === 'follower-move' || k === 'owner-handoff')).toBe(true);
+    expect(counted.reduce((sum, m) => sum + Number(m[2]), 0)).toBe(moved.total);
+    expect(value(after, /^rebalancer_moves\{/)).toBeUndefined();
+    // Scraped again with nothing new, the counter stays.
+    expect([...(await scrape(g)).matchAll(/^rebalancer_planner_decisions_total\{.*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0)).toBe(moved.total);
   });
 });

@@ -1,18 +1,21 @@
 /**
  * The rebalancer loop end to end: a real Temporal dev server, a reference cluster over HTTP and the project's
- * worker with its relay and loop. The cluster holds partitions q-400..q-411 only (workflow ids are shared by
- * every test file on the dev server). Each test joins a node and waits until every node is within threshold.
+ * worker with its relay and loop. The cluster holds partitions q-400..q-411 only. Each test joins a node and
+ * waits until every node is within threshold, or, while a drain runs, until the loop has filled the node that
+ * joined around it.
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../client/moves';
-import { rebalancerStatus, setPaused } from '../../client/rebalancer';
+import { createRebalancerActivities } from '../../activities/rebalancer';
+import { drainOutcome, drainStatus, rebalancerStatus, setPaused, startDrain } from '../../client/rebalancer';
 import type { Topology } from '../../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, scoreNodes } from '../../planner';
+import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
+import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../workflows/definitions';
+import { holders } from '../../workflows/rebalancer-rules';
 import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
 
 type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
@@ -71,6 +74,15 @@ async function cli(...argv: string[]): Promise<{ code: number; out: string; err:
 function deviation(topology: Topology): number {
   const { mean, nodes } = scoreNodes({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: Date.now() }, SETTINGS.planner);
   return Math.max(...nodes.map((n) => Math.abs(n.total - mean)));
+}
+
+/** The loop's current run: it changes when the loop continues as new. */
+async function loopRunId(): Promise<string> {
+  return (await client.workflow.getHandle(w.rebalancerWorkflowId!).describe()).runId;
+}
+
+async function copiesOn(node: string): Promise<string[]> {
+  return (await cluster.client.topology()).partitions.filter((p) => holders(p).includes(node)).map((p) => p.id);
 }
 
 /** Every node within threshold and nothing in flight, as the loop reports and the broker shows. */
@@ -224,5 +236,91 @@ describe('rebalancer loop', () => {
     const resumed = await cli('resume', '--reason', 'window over', '--by', 'carol');
     expect(resumed).toMatchObject({ code: 0, out: 'resumed by carol: window over\n' });
     expect(JSON.parse((await cli('status', '--json')).out)).toMatchObject({ state: 'running', lastResumed: { by: 'carol', reason: 'window over' } });
+  });
+
+  it('while a drain of one node runs, the loop balances a node that joined, leaving the drained node and its partitions alone', async () => {
+    await settled('the cluster at rest before the drain');
+    // One move at a time, continuing as new every other tick: the drain holds one transfer slot and leaves the loop three.
+    const drainSettings: RebalancerSettings = { ...SETTINGS, ticksPerRun: 2, planner: { ...SETTINGS.planner, maxTransfersPerNode: 1, maxTransfersPerCluster: 1 } };
+    const handle = await startDrain({ client, cluster: cluster.client, taskQueue }, { node: 'n2', by: 'test', reason: 'drain beside the loop', settings: drainSettings });
+    // Read at once: its first run ticks twice (marking the node and planning take longer) before it continues as new.
+    const firstRun = (await handle.describe()).runId;
+    // Hold the drain's first follower move before its swap: the drain runs on, most of n2 still on it.
+    const held = await eventually('a move off n2 catching up', async () => {
+      const s = await handle.query(drainStatusQuery);
+      const m = s.inFlight.find((x) => x.op === 'follower_move');
+      if (!m) return undefined;
+      const p = (await cluster.client.partition(m.partition)).partition;
+      return p.learners.includes(m.to) ? m : undefined;
+    });
+    await cluster.client.fault({ fault: 'stall-transfer', partition: held.partition, node: held.to, stalled: true });
+    const onN2 = await copiesOn('n2');
+    expect(onN2.length).toBeGreaterThanOrEqual(4);
+
+    await cluster.client.joinNode('n7', 1, 'z1');
+    const loopMoves: TrackedMove[] = [];
+    const filled = await eventually(
+      'the loop moving copies onto n7 while the drain of n2 holds its move',
+      async () => {
+        const s = await status();
+        loopMoves.push(...s.inFlight);
+        const onN7 = await copiesOn('n7');
+        if (onN7.length >= 2) return { status: s, onN7 };
+        throw new Error(`${onN7.length} copies on n7; last plan: ${s.lastPlan?.idleReason ?? 'started moves'}; skipped: ${JSON.stringify(s.lastPlan?.skipped ?? [])}`);
+      },
+      90_000,
+    );
+    // The drain was still on its first follower move, and none of the loop's moves touched n2 or a partition on it.
+    const drain = await drainStatus(client, 'n2');
+    expect(drain.phase).toBe('moving_followers');
+    expect(drain.inFlight.map((m) => m.partition)).toEqual([held.partition]);
+    expect(loopMoves.length).toBeGreaterThan(0);
+    for (const m of loopMoves) {
+      expect([m.from, m.to]).not.toContain('n2');
+      expect(onN2).not.toContain(m.partition);
+    }
+    expect(filled.status.lastPlan?.skipped.filter((x) => /draining/.test(x.reason)) ?? []).toEqual([]);
+
+    // A tracked reconfiguration that continued as new is followed to its chain's end (the drain stands in for a
+    // move here: it continues as new every other tick), without waiting on the chain inside the snapshot.
+    expect((await handle.describe()).runId).not.toBe(firstRun);
+    const activities = createRebalancerActivities({ cluster: cluster.client, client, setDraining: () => Promise.resolve(), plan: planNow });
+    const chain: TrackedMove = { ...held, workflowId: handle.workflowId, runId: firstRun };
+    const timeout = new Promise<'timed out'>((r) => setTimeout(() => r('timed out'), 10_000));
+    expect(await Promise.race([activities.rebalancerSnapshot([chain]).then((x) => x.ended), timeout])).toEqual([]);
+
+    await cluster.client.fault({ fault: 'stall-transfer', partition: held.partition, node: held.to, stalled: false });
+    expect(await drainOutcome(handle)).toMatchObject({ status: 'completed', node: 'n2' });
+    expect(await copiesOn('n2')).toEqual([]);
+    expect((await activities.rebalancerSnapshot([chain])).ended).toEqual([{ workflowId: handle.workflowId, runId: firstRun, status: 'completed', detail: null }]);
+  });
+
+  it('continues as new with a move in flight and still counts its end: in-flight count drops, cooldown recorded', async () => {
+    await cluster.client.joinNode('n8', 1, 'z1');
+    const move = await eventually('a planned move onto n8 catching up', async () => {
+      const m = (await status()).inFlight.find((x) => x.op === 'follower_move' && x.to === 'n8');
+      if (!m) return undefined;
+      const p = (await cluster.client.partition(m.partition)).partition;
+      return p.learners.includes(m.to) ? m : undefined;
+    });
+    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: true });
+    const run = await loopRunId();
+    const carried = await eventually('the loop to continue as new with the move in flight', async () => {
+      const [now, s] = await Promise.all([loopRunId(), status()]);
+      return now !== run ? s : undefined;
+    });
+    expect(carried.inFlight.map((m) => m.runId)).toContain(move.runId);
+    const completed = carried.moves.completed;
+
+    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: false });
+    const after = await eventually('the loop to see the move end', async () => {
+      const s = await status();
+      return s.inFlight.some((m) => m.runId === move.runId) ? undefined : s;
+    });
+    expect(after.moves.completed).toBeGreaterThan(completed);
+    expect(after.cooldowns.partitions[move.partition]).toBeGreaterThan(0);
+    expect(after.startedByOp?.follower_move).toBeGreaterThan(0);
+    // The run that carried the move across continue-as-new replays under the current code, and is kept.
+    await replayAndKeep(client, w.rebalancerWorkflowId!, 'rebalancer-move-carried-across-continue-as-new', run);
   });
 });

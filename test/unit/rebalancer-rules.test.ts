@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { Node, Partition, Topology } from '../../cluster/contract';
 import type { InFlightMove, Proposal } from '../../planner/types';
 import type { TrackedMove } from '../../workflows/definitions';
-import { checkDrain, drainLeft, drainStarts } from '../../workflows/rebalancer-drain-rules';
+import { DEFAULT_PLANNER_CONFIG, planNow } from '../../planner';
+import { checkDrain, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
 import { checkOperatorNote, inFlightMoves, pruneCooldowns, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
@@ -160,5 +161,41 @@ describe('drainStarts: owners first, only steps off the drained node', () => {
   });
   it('then only follower moves off it', () => {
     expect(drainStarts(steps, [], { ...limits, maxTransfersPerCluster: 10 }, 'n1', false).start.map((p) => p.partition)).toEqual(['q-1', 'q-4']);
+  });
+});
+
+describe('planInputFor: the loop plans the rest of the cluster while a drain runs', () => {
+  // n1 is draining and holds a copy of q-0..q-5; q-6..q-11 sit on n2..n4 only; n5 joined empty.
+  const nodes = [node('n1', { draining: true }), ...['n2', 'n3', 'n4', 'n5'].map((id) => node(id))];
+  const parts = [
+    ...[0, 1, 2, 3, 4, 5].map((i) => partition(`q-${i}`, i % 2 === 0 ? 'n1' : 'n2', i % 2 === 0 ? ['n2', 'n3'] : ['n1', 'n3'])),
+    ...[6, 7, 8, 9, 10, 11].map((i) => (i % 2 === 0 ? partition(`q-${i}`, 'n2', ['n3', 'n4']) : partition(`q-${i}`, 'n3', ['n4', 'n2']))),
+  ];
+  const t = topology(nodes, parts);
+  const config = { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerCluster: 3 };
+  const request = { inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 1000 };
+
+  it('holds the partitions with a copy on a node another drain empties, and none the caller drains itself', () => {
+    expect(heldByDrains(t, [])).toEqual(['q-0', 'q-1', 'q-2', 'q-3', 'q-4', 'q-5']);
+    expect(heldByDrains(t, ['n1'])).toEqual([]);
+    expect(heldByDrains(topology(nodes.map((n) => ({ ...n, draining: false })), parts), [])).toEqual([]);
+  });
+
+  it("spends the loop's transfer slots on the rest of the cluster, never on the drained node", () => {
+    // Without the hold, every slot goes to a move off n1 that the loop leaves to the drain.
+    expect(planNow({ ...request, topology: t }, config).steps.every((s) => s.from === 'n1')).toBe(true);
+    const plan = planNow(planInputFor(t, request), config);
+    expect(plan.steps.length).toBeGreaterThan(0);
+    for (const s of plan.steps) {
+      expect([s.from, s.to]).not.toContain('n1');
+      expect(Number(s.partition.slice(2))).toBeGreaterThanOrEqual(6);
+    }
+    expect(plan.steps.some((s) => s.to === 'n5')).toBe(true);
+  });
+
+  it("leaves a drain's own plan as it was: it moves the copies off its node", () => {
+    const input = planInputFor(t, { ...request, draining: ['n1'] });
+    expect(input.cooldowns).toEqual(request.cooldowns);
+    expect(planNow(input, config).steps.every((s) => s.from === 'n1')).toBe(true);
   });
 });
