@@ -194,8 +194,8 @@ function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<st
   const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
   let moves = 0;
   let bytes = 0;
-  for (const p of input.topology.partitions) {
-    const ps = st.parts[st.partIndex.get(p.id)!]!;
+  for (const [i, p] of input.topology.partitions.entries()) {
+    const ps = st.parts[i]!;
     const before = new Set([p.owner, ...p.followers]);
     for (const n of placement.get(p.id)!) {
       if (before.has(n)) continue;

@@ -91,12 +91,12 @@ export class TickPlanner {
     }
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
-    this.refresh();
+    this.refresh(...st.nodes);
   }
 
-  /** Recomputes every node's deviations: once per proposal, O(nodes). */
-  refresh(): void {
-    for (const n of this.st.nodes) {
+  /** Recomputes the deviations of the nodes a proposal touched: nothing else changes, and the mean is fixed. */
+  refresh(...nodes: NodeState[]): void {
+    for (const n of nodes) {
       const d = this.st.steady(n) - this.st.mean;
       this.devs[n.index] = d;
       this.recvDevs[n.index] = d + this.st.syncTerm(n);
@@ -163,7 +163,7 @@ export class TickPlanner {
     this.free--;
     const retained = p.retained?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
     this.out.push({ op: 'follower_move', partition: p.id, from: from.id, to: to.id, bytes, reason: reason + retained });
-    this.refresh();
+    this.refresh(from, to);
   }
 
   handoff(p: PartState, from: NodeState, to: NodeState, reason: string): void {
@@ -172,7 +172,7 @@ export class TickPlanner {
     this.touched.add(p.index);
     this.free--;
     this.out.push({ op: 'owner_handoff', partition: p.id, from: from.id, to: to.id, bytes: 0, reason });
-    this.refresh();
+    this.refresh(from, to);
   }
 
   /** Every copy leaves a draining node: owners by handoff to an admitted follower first, then follower moves. */
@@ -253,8 +253,9 @@ export class TickPlanner {
         this.noteOutsideBand();
         return;
       }
-      let minRecvCap = Infinity;
-      for (const r of allReceivers) minRecvCap = Math.min(minRecvCap, r.cap);
+      let smallestReceiver = allReceivers[0]!;
+      for (const r of allReceivers) if (r.cap < smallestReceiver.cap) smallestReceiver = r;
+      const minRecvCap = smallestReceiver.cap;
       let best: Candidate | null = null;
       // Retained copies first, whichever source they would relieve: they win ties, and the scan below stops at the
       // first source with a candidate.
@@ -274,8 +275,10 @@ export class TickPlanner {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
         const ds = this.dev(s);
+        const small = s.cap <= minRecvCap ? s : smallestReceiver;
         for (const pi of s.parts) {
           const p = this.st.parts[pi]!;
+          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), p.cheapest)) continue;
           if (p.owner === s.index || !p.followers.includes(s.index) || !this.partFree(p)) continue;
           if (this.ctx.moved.get(pi)?.has(s.index)) continue;
           const dS = ds + this.st.copyDelta(p, s, false, -1);
@@ -306,16 +309,27 @@ export class TickPlanner {
 
   /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
   better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
-    const { minImprovement } = this.ctx.config;
     const dr = this.dev(r);
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp)) return best;
     const bytes = this.st.bytesTo(p, r.index);
-    // Improvements within a tenth of each other (or one margin) are a tie, and the cheaper copy (a retained one) wins it.
-    const tie = Math.max(minImprovement, 0.1 * Math.max(imp, best?.imp ?? 0));
+    const tie = this.tie(Math.max(imp, best?.imp ?? 0));
     if (best === null || imp > best.imp + tie || (imp >= best.imp - tie && bytes < best.bytes)) return { p, s, r, imp, bytes };
     return best;
+  }
+
+  /**
+   * Whether a copy could replace `best` when the pair's spread improves by at most `bound` (the copy's larger score
+   * change) and it costs at least `bytes`: a search skips the others, which on a large cluster is nearly every copy.
+   */
+  mayBeat(best: Candidate, bound: number, bytes: number): boolean {
+    return bound - this.tie(bound) > best.imp || (bound >= best.imp - this.tie(Math.max(bound, best.imp)) && bytes < best.bytes);
+  }
+
+  /** Improvements within a tenth of the larger (or one margin) are a tie, and the cheaper copy (a retained one) wins it. */
+  tie(imp: number): number {
+    return Math.max(this.ctx.config.minImprovement, 0.1 * imp);
   }
 
   /** The margin rule: a move must lower its pair's spread by at least minImprovement. */

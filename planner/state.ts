@@ -24,8 +24,8 @@ export interface NodeState {
   sync: number;
   /** Transfers in flight to it (the broker's sync budget counts them on the receiving node). */
   inbound: number;
-  /** Partitions it holds a copy of, any role. */
-  parts: Set<number>;
+  /** Partitions it holds a copy of, any role, in no particular order (an array: 100,000 Set entries cost more than a tick). */
+  parts: number[];
 }
 
 export interface PartState {
@@ -44,7 +44,8 @@ export interface PartState {
   /** Why the partition is not touched now (a change in flight, a stream, ...), or null. */
   busy: string | null;
   /** Node index -> bytes a learner there still copies, for retained copies on known nodes (null: none). */
-  retained: Map<number, number> | null;
+  retained: Map<number, number> | null;  /** The fewest bytes a copy of it costs anywhere: its history, or less at a retained copy. */
+  cheapest: number;
 }
 
 export interface Weights {
@@ -68,6 +69,10 @@ export class ClusterState {
   readonly nodes: NodeState[] = [];
   readonly parts: PartState[] = [];
   readonly nodeIndex = new Map<string, number>();
+  /**
+   * Partition id -> index, only for the ids the input names (moves in flight, cooldowns): an index of every id
+   * would cost more than the tick itself on a large cluster.
+   */
   readonly partIndex = new Map<string, number>();
   /** Per dimension: weight / (cluster total / capacity of the nodes that stay), 0 when the total is 0. */
   readonly w: Weights;
@@ -99,13 +104,15 @@ export class ClusterState {
         traffic: 0,
         sync: 0,
         inbound: 0,
-        parts: new Set(),
+        parts: [],
       });
     }
     const k = config.historyHalfBytes;
+    const named = new Set<string>(Object.keys(input.cooldowns.partitions));
+    for (const m of input.inFlight) named.add(m.partition);
     for (const p of t.partitions) {
       const index = this.parts.length;
-      this.partIndex.set(p.id, index);
+      if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
       const bytes = num(p.historyBytes);
       const ps: PartState = {
         index,
@@ -119,6 +126,7 @@ export class ClusterState {
         del: num(p.deliveryRate),
         busy: null,
         retained: null,
+        cheapest: bytes,
       };
       this.parts.push(ps);
       let suspended: string[] | null = null;
@@ -131,6 +139,7 @@ export class ClusterState {
         const n = this.nodeIndex.get(rc.node);
         if (n === undefined) continue;
         (ps.retained ??= new Map()).set(n, num(rc.bytesToCatchUp));
+        ps.cheapest = Math.min(ps.cheapest, num(rc.bytesToCatchUp));
         const on = this.retainedOn.get(n);
         if (on === undefined) this.retainedOn.set(n, [index]);
         else on.push(index);
@@ -203,8 +212,12 @@ export class ClusterState {
     else ns.followed += sign;
     ns.hist += sign * p.hw;
     ns.traffic += sign * copyTraffic(p, owner);
-    if (sign === 1) ns.parts.add(p.index);
-    else ns.parts.delete(p.index);
+    if (sign === 1) ns.parts.push(p.index);
+    else {
+      const i = ns.parts.indexOf(p.index);
+      ns.parts[i] = ns.parts[ns.parts.length - 1]!;
+      ns.parts.pop();
+    }
   }
 
   /** A move in flight counts as done for the load (arriving at `to`, gone from `from`) plus its bytes as sync. */
