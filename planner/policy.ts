@@ -258,7 +258,9 @@ export class TickPlanner {
       const minRecvCap = smallestReceiver.cap;
       let best: Candidate | null = null;
       // Retained copies first, whichever source they would relieve: they win ties, and the scan below stops at the
-      // first source with a candidate.
+      // first source with a candidate. A source at or below the mean may give one too while it stays inside the band
+      // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
+      // above the mean would cost its whole history.
       for (const r of allReceivers) {
         for (const pi of this.st.retainedOn.get(r.index) ?? []) {
           const p = this.st.parts[pi]!;
@@ -266,8 +268,9 @@ export class TickPlanner {
           for (const f of p.followers) {
             const s = this.st.nodes[f]!;
             const ds = this.dev(s);
-            if (ds <= 0 || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(pi)?.has(f) || !this.canReceive(p, r, s)) continue;
-            best = this.better(best, p, s, r, ds, ds + this.st.copyDelta(p, s, false, -1));
+            const dS = ds + this.st.copyDelta(p, s, false, -1);
+            if ((ds <= 0 && dS < -t) || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(pi)?.has(f) || !this.canReceive(p, r, s)) continue;
+            best = this.better(best, p, s, r, ds, dS);
           }
         }
       }
@@ -307,29 +310,39 @@ export class TickPlanner {
     }
   }
 
-  /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
+  /** The better of `best` and moving p from s (deviation ds, dS after) to r. */
   better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
     const dr = this.dev(r);
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp)) return best;
     const bytes = this.st.bytesTo(p, r.index);
-    const tie = this.tie(Math.max(imp, best?.imp ?? 0));
-    if (best === null || imp > best.imp + tie || (imp >= best.imp - tie && bytes < best.bytes)) return { p, s, r, imp, bytes };
-    return best;
+    return best === null || this.wins(imp, bytes, s, best) ? { p, s, r, imp, bytes } : best;
+  }
+
+  /**
+   * Bytes per unit of improvement decide, so the smallest copies that fix the imbalance move (a retained copy,
+   * which costs only what it lacks, above all); within a tenth of each other the larger improvement wins (fewer
+   * moves), and between improvements within a tenth too, the more loaded source, so one source does not give so
+   * much that it falls out of the band and needs copies back at full price.
+   */
+  wins(imp: number, bytes: number, s: NodeState, best: Candidate): boolean {
+    // bytes / imp against best.bytes / best.imp, cross-multiplied: both improvements are above 0.
+    const mine = bytes * best.imp;
+    const theirs = best.bytes * imp;
+    if (mine < 0.9 * theirs) return true;
+    if (mine > 1.1 * theirs) return false;
+    if (Math.abs(imp - best.imp) > 0.1 * Math.max(imp, best.imp)) return imp > best.imp;
+    return this.dev(s) > this.dev(best.s);
   }
 
   /**
    * Whether a copy could replace `best` when the pair's spread improves by at most `bound` (the copy's larger score
-   * change) and it costs at least `bytes`: a search skips the others, which on a large cluster is nearly every copy.
+   * change) and it costs at least `bytes` (a condition `wins` needs): a search skips the others, which on a large
+   * cluster is nearly every copy.
    */
   mayBeat(best: Candidate, bound: number, bytes: number): boolean {
-    return bound - this.tie(bound) > best.imp || (bound >= best.imp - this.tie(Math.max(bound, best.imp)) && bytes < best.bytes);
-  }
-
-  /** Improvements within a tenth of the larger (or one margin) are a tie, and the cheaper copy (a retained one) wins it. */
-  tie(imp: number): number {
-    return Math.max(this.ctx.config.minImprovement, 0.1 * imp);
+    return this.improves(bound) && bytes * best.imp <= 1.1 * best.bytes * bound;
   }
 
   /** The margin rule: a move must lower its pair's spread by at least minImprovement. */

@@ -332,10 +332,8 @@ describe('planner properties: the search skips only copies that cannot win', () 
     fc.assert(fc.property(noisy, sameAsFullSearch), { numRuns: RUNS, seed: 7 });
   });
 
-  it('fails when the skip forgets that a cheaper copy wins a tie', () => {
-    vi.spyOn(TickPlanner.prototype, 'mayBeat').mockImplementation(function (this: TickPlanner, best, bound) {
-      return bound - this.tie(bound) > best.imp;
-    });
+  it('fails when the skip forgets that a cheaper copy can win', () => {
+    vi.spyOn(TickPlanner.prototype, 'mayBeat').mockImplementation((best, bound) => bound > best.imp);
     expect(fails(noisy, sameAsFullSearch)).toBe(true);
   });
 });
