@@ -20,6 +20,8 @@ export interface NodeState {
   /** Sum of h / (h + k) over the partitions it holds. */
   hist: number;
   traffic: number;
+  /** History bytes of the copies it holds (the unit of the sync term). */
+  bytes: number;
   /** Bytes still to copy of transfers to or from it. */
   sync: number;
   /** Transfers in flight to it (the broker's sync budget counts them on the receiving node). */
@@ -102,6 +104,7 @@ export class ClusterState {
         followed: 0,
         hist: 0,
         traffic: 0,
+        bytes: 0,
         sync: 0,
         inbound: 0,
         parts: [],
@@ -165,8 +168,8 @@ export class ClusterState {
       total.followed += n.followed;
       total.hist += n.hist;
       total.traffic += n.traffic;
+      total.bytes += n.bytes;
     }
-    for (const p of this.parts) for (const n of p.copies) if (this.nodes[n]!.live) total.bytes += p.bytes;
     this.activeCap = activeCap;
     const per = (x: number, weight: number): number => (x > 0 && activeCap > 0 ? (weight * activeCap) / x : 0);
     const cw = config.weights;
@@ -212,6 +215,7 @@ export class ClusterState {
     else ns.followed += sign;
     ns.hist += sign * p.hw;
     ns.traffic += sign * copyTraffic(p, owner);
+    ns.bytes += sign * p.bytes;
     if (sign === 1) ns.parts.push(p.index);
     else {
       const i = ns.parts.indexOf(p.index);
