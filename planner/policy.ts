@@ -257,8 +257,8 @@ export class TickPlanner {
       for (const r of allReceivers) if (r.cap < smallestReceiver.cap) smallestReceiver = r;
       const minRecvCap = smallestReceiver.cap;
       let best: Candidate | null = null;
-      // Retained copies first, whichever source they would relieve: they win ties, and the scan below stops at the
-      // first source with a candidate. A source at or below the mean may give one too while it stays inside the band
+      // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
+      // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
       // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
       // above the mean would cost its whole history.
       for (const r of allReceivers) {
