@@ -164,6 +164,7 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   }
   // Every copy on a draining node moves once (an owned one after its handoff), at the cheapest price a staying node could take it.
   let drainMoves = 0;
+  const drained: number[] = [];
   for (const n of st.nodes) {
     if (!n.draining || !n.live) continue;
     for (const pi of n.parts) {
@@ -172,10 +173,16 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
       let c = p.bytes;
       for (const [r, b] of p.retained ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
       bytes += c;
+      drained.push(c);
     }
   }
   const receivers = st.nodes.filter((n) => st.stays(n)).length;
-  const bandwidthMs = (1000 * Math.max(busiest, bytes / Math.min(cfg.maxTransfersPerCluster, receivers))) / RATE;
+  const parallel = Math.min(cfg.maxTransfersPerCluster, receivers);
+  // Whole copies from a draining node: with at most `parallel` transfers at once, two of the parallel + 1 largest
+  // run one after the other (each at most one node's rate).
+  drained.sort((a, b) => b - a);
+  const twoInARow = drained.length > parallel ? drained[parallel - 1]! + drained[parallel]! : 0;
+  const bandwidthMs = (1000 * Math.max(busiest, bytes / parallel, twoInARow)) / RATE;
   return { moves: Math.max(gainMoves, shedMoves) + drainMoves, bytes: Math.round(bytes), bandwidthMs: Math.round(bandwidthMs) };
 }
 
@@ -194,8 +201,8 @@ function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<st
   const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
   let moves = 0;
   let bytes = 0;
-  for (const p of input.topology.partitions) {
-    const ps = st.parts[st.partIndex.get(p.id)!]!;
+  for (const [i, p] of input.topology.partitions.entries()) {
+    const ps = st.parts[i]!;
     const before = new Set([p.owner, ...p.followers]);
     for (const n of placement.get(p.id)!) {
       if (before.has(n)) continue;

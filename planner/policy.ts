@@ -91,12 +91,12 @@ export class TickPlanner {
     }
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
-    this.refresh();
+    this.refresh(...st.nodes);
   }
 
-  /** Recomputes every node's deviations: once per proposal, O(nodes). */
-  refresh(): void {
-    for (const n of this.st.nodes) {
+  /** Recomputes the deviations of the nodes a proposal touched: nothing else changes, and the mean is fixed. */
+  refresh(...nodes: NodeState[]): void {
+    for (const n of nodes) {
       const d = this.st.steady(n) - this.st.mean;
       this.devs[n.index] = d;
       this.recvDevs[n.index] = d + this.st.syncTerm(n);
@@ -163,7 +163,7 @@ export class TickPlanner {
     this.free--;
     const retained = p.retained?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
     this.out.push({ op: 'follower_move', partition: p.id, from: from.id, to: to.id, bytes, reason: reason + retained });
-    this.refresh();
+    this.refresh(from, to);
   }
 
   handoff(p: PartState, from: NodeState, to: NodeState, reason: string): void {
@@ -172,7 +172,7 @@ export class TickPlanner {
     this.touched.add(p.index);
     this.free--;
     this.out.push({ op: 'owner_handoff', partition: p.id, from: from.id, to: to.id, bytes: 0, reason });
-    this.refresh();
+    this.refresh(from, to);
   }
 
   /** Every copy leaves a draining node: owners by handoff to an admitted follower first, then follower moves. */
@@ -253,11 +253,14 @@ export class TickPlanner {
         this.noteOutsideBand();
         return;
       }
-      let minRecvCap = Infinity;
-      for (const r of allReceivers) minRecvCap = Math.min(minRecvCap, r.cap);
+      let smallestReceiver = allReceivers[0]!;
+      for (const r of allReceivers) if (r.cap < smallestReceiver.cap) smallestReceiver = r;
+      const minRecvCap = smallestReceiver.cap;
       let best: Candidate | null = null;
-      // Retained copies first, whichever source they would relieve: they win ties, and the scan below stops at the
-      // first source with a candidate.
+      // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
+      // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
+      // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
+      // above the mean would cost its whole history.
       for (const r of allReceivers) {
         for (const pi of this.st.retainedOn.get(r.index) ?? []) {
           const p = this.st.parts[pi]!;
@@ -265,8 +268,9 @@ export class TickPlanner {
           for (const f of p.followers) {
             const s = this.st.nodes[f]!;
             const ds = this.dev(s);
-            if (ds <= 0 || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(pi)?.has(f) || !this.canReceive(p, r, s)) continue;
-            best = this.better(best, p, s, r, ds, ds + this.st.copyDelta(p, s, false, -1));
+            const dS = ds + this.st.copyDelta(p, s, false, -1);
+            if ((ds <= 0 && dS < -t) || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(pi)?.has(f) || !this.canReceive(p, r, s)) continue;
+            best = this.better(best, p, s, r, ds, dS);
           }
         }
       }
@@ -274,8 +278,10 @@ export class TickPlanner {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
         const ds = this.dev(s);
+        const small = s.cap <= minRecvCap ? s : smallestReceiver;
         for (const pi of s.parts) {
           const p = this.st.parts[pi]!;
+          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), p.cheapest)) continue;
           if (p.owner === s.index || !p.followers.includes(s.index) || !this.partFree(p)) continue;
           if (this.ctx.moved.get(pi)?.has(s.index)) continue;
           const dS = ds + this.st.copyDelta(p, s, false, -1);
@@ -304,18 +310,39 @@ export class TickPlanner {
     }
   }
 
-  /** The better of `best` and moving p from s (deviation ds, dS after) to r; improvements within one margin tie. */
+  /** The better of `best` and moving p from s (deviation ds, dS after) to r. */
   better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
-    const { minImprovement } = this.ctx.config;
     const dr = this.dev(r);
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp)) return best;
     const bytes = this.st.bytesTo(p, r.index);
-    // Improvements within a tenth of each other (or one margin) are a tie, and the cheaper copy (a retained one) wins it.
-    const tie = Math.max(minImprovement, 0.1 * Math.max(imp, best?.imp ?? 0));
-    if (best === null || imp > best.imp + tie || (imp >= best.imp - tie && bytes < best.bytes)) return { p, s, r, imp, bytes };
-    return best;
+    return best === null || this.wins(imp, bytes, s, best) ? { p, s, r, imp, bytes } : best;
+  }
+
+  /**
+   * Bytes per unit of improvement decide, so the smallest copies that fix the imbalance move (a retained copy,
+   * which costs only what it lacks, above all); within a tenth of each other the larger improvement wins (fewer
+   * moves), and between improvements within a tenth too, the more loaded source, so one source does not give so
+   * much that it falls out of the band and needs copies back at full price.
+   */
+  wins(imp: number, bytes: number, s: NodeState, best: Candidate): boolean {
+    // bytes / imp against best.bytes / best.imp, cross-multiplied: both improvements are above 0.
+    const mine = bytes * best.imp;
+    const theirs = best.bytes * imp;
+    if (mine < 0.9 * theirs) return true;
+    if (mine > 1.1 * theirs) return false;
+    if (Math.abs(imp - best.imp) > 0.1 * Math.max(imp, best.imp)) return imp > best.imp;
+    return this.dev(s) > this.dev(best.s);
+  }
+
+  /**
+   * Whether a copy could replace `best` when the pair's spread improves by at most `bound` (the copy's larger score
+   * change) and it costs at least `bytes` (a condition `wins` needs): a search skips the others, which on a large
+   * cluster is nearly every copy.
+   */
+  mayBeat(best: Candidate, bound: number, bytes: number): boolean {
+    return this.improves(bound) && bytes * best.imp <= 1.1 * best.bytes * bound;
   }
 
   /** The margin rule: a move must lower its pair's spread by at least minImprovement. */

@@ -20,12 +20,14 @@ export interface NodeState {
   /** Sum of h / (h + k) over the partitions it holds. */
   hist: number;
   traffic: number;
+  /** History bytes of the copies it holds (the unit of the sync term). */
+  bytes: number;
   /** Bytes still to copy of transfers to or from it. */
   sync: number;
   /** Transfers in flight to it (the broker's sync budget counts them on the receiving node). */
   inbound: number;
-  /** Partitions it holds a copy of, any role. */
-  parts: Set<number>;
+  /** Partitions it holds a copy of, any role, in no particular order (an array: 100,000 Set entries cost more than a tick). */
+  parts: number[];
 }
 
 export interface PartState {
@@ -44,7 +46,8 @@ export interface PartState {
   /** Why the partition is not touched now (a change in flight, a stream, ...), or null. */
   busy: string | null;
   /** Node index -> bytes a learner there still copies, for retained copies on known nodes (null: none). */
-  retained: Map<number, number> | null;
+  retained: Map<number, number> | null;  /** The fewest bytes a copy of it costs anywhere: its history, or less at a retained copy. */
+  cheapest: number;
 }
 
 export interface Weights {
@@ -68,6 +71,10 @@ export class ClusterState {
   readonly nodes: NodeState[] = [];
   readonly parts: PartState[] = [];
   readonly nodeIndex = new Map<string, number>();
+  /**
+   * Partition id -> index, only for the ids the input names (moves in flight, cooldowns): an index of every id
+   * would cost more than the tick itself on a large cluster.
+   */
   readonly partIndex = new Map<string, number>();
   /** Per dimension: weight / (cluster total / capacity of the nodes that stay), 0 when the total is 0. */
   readonly w: Weights;
@@ -97,15 +104,18 @@ export class ClusterState {
         followed: 0,
         hist: 0,
         traffic: 0,
+        bytes: 0,
         sync: 0,
         inbound: 0,
-        parts: new Set(),
+        parts: [],
       });
     }
     const k = config.historyHalfBytes;
+    const named = new Set<string>(Object.keys(input.cooldowns.partitions));
+    for (const m of input.inFlight) named.add(m.partition);
     for (const p of t.partitions) {
       const index = this.parts.length;
-      this.partIndex.set(p.id, index);
+      if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
       const bytes = num(p.historyBytes);
       const ps: PartState = {
         index,
@@ -119,6 +129,7 @@ export class ClusterState {
         del: num(p.deliveryRate),
         busy: null,
         retained: null,
+        cheapest: bytes,
       };
       this.parts.push(ps);
       let suspended: string[] | null = null;
@@ -131,6 +142,7 @@ export class ClusterState {
         const n = this.nodeIndex.get(rc.node);
         if (n === undefined) continue;
         (ps.retained ??= new Map()).set(n, num(rc.bytesToCatchUp));
+        ps.cheapest = Math.min(ps.cheapest, num(rc.bytesToCatchUp));
         const on = this.retainedOn.get(n);
         if (on === undefined) this.retainedOn.set(n, [index]);
         else on.push(index);
@@ -156,8 +168,8 @@ export class ClusterState {
       total.followed += n.followed;
       total.hist += n.hist;
       total.traffic += n.traffic;
+      total.bytes += n.bytes;
     }
-    for (const p of this.parts) for (const n of p.copies) if (this.nodes[n]!.live) total.bytes += p.bytes;
     this.activeCap = activeCap;
     const per = (x: number, weight: number): number => (x > 0 && activeCap > 0 ? (weight * activeCap) / x : 0);
     const cw = config.weights;
@@ -203,8 +215,13 @@ export class ClusterState {
     else ns.followed += sign;
     ns.hist += sign * p.hw;
     ns.traffic += sign * copyTraffic(p, owner);
-    if (sign === 1) ns.parts.add(p.index);
-    else ns.parts.delete(p.index);
+    ns.bytes += sign * p.bytes;
+    if (sign === 1) ns.parts.push(p.index);
+    else {
+      const i = ns.parts.indexOf(p.index);
+      ns.parts[i] = ns.parts[ns.parts.length - 1]!;
+      ns.parts.pop();
+    }
   }
 
   /** A move in flight counts as done for the load (arriving at `to`, gone from `from`) plus its bytes as sync. */

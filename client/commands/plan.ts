@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ClusterClient } from '../../cluster/client';
 import type { Topology } from '../../cluster/contract';
-import { checkSnapshot, DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, type PlanInput } from '../../planner';
-import { loadEnv } from '../../worker/config';
+import { checkSnapshot, planNow, planToConvergence, type PlanInput } from '../../planner';
+import { loadEnv, rebalancerSettings } from '../../worker/config';
 import { formatBytes } from '../../workflows/format';
 import { defineCommand, print, table, Unreachable, usageError, type CommandDeps } from '../output';
 
@@ -42,11 +42,13 @@ export function register(program: Command, deps: CommandDeps): void {
   })
     .option('--snapshot <file>', 'plan on a saved topology (the JSON body of GET /v1/topology) instead of the running broker')
     .action(async (opts: { json?: boolean; snapshot?: string }) => {
+      // The loop's own settings (REBALANCER_*), so the dry run shows what the loop would do.
+      const config = rebalancerSettings(loadEnv()).planner;
       const topology = opts.snapshot === undefined ? await readBroker() : readSnapshot(opts.snapshot);
       // The broker's view alone: moves in flight show as learners and leaving copies, which the planner leaves alone.
       const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: topology.now };
-      const plan = planToConvergence(input, DEFAULT_PLANNER_CONFIG);
-      const startNow = planNow(input, DEFAULT_PLANNER_CONFIG).steps.length;
+      const plan = planToConvergence(input, config);
+      const startNow = planNow(input, config).steps.length;
       print(deps.io, opts.json, { ...plan, startNow }, () => {
         const head = [
           `spread ${plan.spreadBefore.toFixed(3)} -> ${plan.spreadAfter.toFixed(3)} (mean ${plan.mean.toFixed(3)}, threshold ${plan.threshold})`,

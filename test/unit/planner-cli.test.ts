@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCli } from '../../client/cli';
 import { partition, ring, topology, node } from './planner-topology';
 
@@ -55,5 +55,28 @@ describe('rebalancer plan --snapshot', () => {
     const r = await run('plan', '--snapshot', path.join(dir, 'missing.json'));
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/invalid --snapshot ".*missing.json": cannot read it/);
+  });
+
+  describe('uses the loop\'s settings (REBALANCER_*), not the defaults', () => {
+    afterEach(() => vi.unstubAllEnvs());
+
+    it('a transfer limit from the environment changes what starts now', async () => {
+      const f = file('limits.json', ring(4, 1, 10));
+      const plan = async (): Promise<{ startNow: number; threshold: number }> => JSON.parse((await run('plan', '--json', '--snapshot', f)).out);
+      const before = await plan();
+      vi.stubEnv('REBALANCER_MAX_TRANSFERS_PER_NODE', '1');
+      vi.stubEnv('REBALANCER_THRESHOLD', '0.3');
+      const after = await plan();
+      expect(before.startNow).toBe(2);
+      expect(after.startNow).toBe(1);
+      expect(after.threshold).toBe(0.3);
+    });
+
+    it('refuses a bad setting, naming the variable, exit 2', async () => {
+      vi.stubEnv('REBALANCER_THRESHOLD', '-1');
+      const r = await run('plan', '--snapshot', file('bad-env.json', ring(4, 1, 10)));
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/REBALANCER_THRESHOLD/);
+    });
   });
 });

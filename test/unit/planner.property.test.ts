@@ -313,3 +313,27 @@ describe('planner properties: planning to convergence', () => {
     expect(fails(mixed, capacityRespected, 60)).toBe(true);
   });
 });
+
+describe('planner properties: the search skips only copies that cannot win', () => {
+  /** The plan with the search's skips equals the plan of a search that weighs every copy. */
+  function sameAsFullSearch(c: Case): boolean {
+    const steps = (): string => JSON.stringify(planToConvergence(c.input, c.config).steps);
+    const skipping = steps();
+    const mayBeat = TickPlanner.prototype.mayBeat;
+    TickPlanner.prototype.mayBeat = () => true;
+    try {
+      return steps() === skipping;
+    } finally {
+      TickPlanner.prototype.mayBeat = mayBeat;
+    }
+  }
+
+  it('plans exactly as a search that weighs every copy', () => {
+    fc.assert(fc.property(noisy, sameAsFullSearch), { numRuns: RUNS, seed: 7 });
+  });
+
+  it('fails when the skip forgets that a cheaper copy can win', () => {
+    vi.spyOn(TickPlanner.prototype, 'mayBeat').mockImplementation((best, bound) => bound > best.imp);
+    expect(fails(noisy, sameAsFullSearch)).toBe(true);
+  });
+});

@@ -55,6 +55,15 @@ describe('planner: the policy', () => {
     expect(plan.idleReason).toMatch(/every node within the threshold/);
   });
 
+  it('moves the copies that cost the fewest bytes per unit of improvement: cold ones to the new node, not hot ones 20 times larger', () => {
+    const t = ring(4, 1, 10);
+    for (const p of t.partitions.filter((_, i) => i % 4 === 0)) Object.assign(p, { historyBytes: 20_000_000, publishRate: 200 });
+    const toNew = planNow(input(t), config).steps.filter((m) => m.to === 'n4');
+    expect(toNew).toHaveLength(config.maxTransfersPerNode);
+    for (const m of toNew) expect(m).toMatchObject({ op: 'follower_move', bytes: 1_000_000 });
+    expect(planToConvergence(input(t), config).spreadAfter).toBeLessThanOrEqual(config.threshold);
+  });
+
   it('a target holding a retained copy wins the tie and copies only its bytes to catch up', () => {
     const t = ring(4, 1, 10);
     t.partitions[5]!.retainedCopies = [{ node: 'n4', durableOffset: 10, removedAt: 0, retainedUntil: 1e9, bytesToCatchUp: 1234 }];
