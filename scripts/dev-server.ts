@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
 import { onPath } from './temporal-cli';
 
@@ -27,6 +28,12 @@ export interface DevServerOptions {
   /** Aborted while starting: the child is stopped and the start rejects. */
   signal?: AbortSignal;
 }
+
+/** The Temporal CLI's name of each search attribute type the project uses (`--search-attribute name=Type`). */
+const CLI_TYPE: Record<(typeof SEARCH_ATTRIBUTES)[number]['type'], string> = {
+  [SearchAttributeType.KEYWORD]: 'Keyword',
+  [SearchAttributeType.DATETIME]: 'Datetime',
+};
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -76,7 +83,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     ...(options.namespaces ?? ['default']).flatMap((namespace) => ['--namespace', namespace]),
     '--log-level',
     'error',
-    ...SEARCH_ATTRIBUTES.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
+    ...SEARCH_ATTRIBUTES.flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE[key.type]}`]),
     ...(uiPort === null ? ['--headless'] : ['--ui-port', String(uiPort)]),
   ];
   // Where util-linux's setpriv exists (Linux), the kernel sends the server SIGTERM when this process dies,
