@@ -1,7 +1,7 @@
 /**
  * The CLI as a new user meets it, run in-process against the real dev server and a reference cluster: exit
  * codes, --json for refusals and bad usage, unreachable servers, `show` without a move, moves refused up front,
- * --wait's lines, ended moves in `moves`, --version, --help with examples, a move's whole life through the CLI
+ * --wait's lines, ended moves in `moves`, score vectors in `nodes`, --version, --help with examples, a move's whole life through the CLI
  * (started with a reason, listed, watched, shown, cancelled) and how cancelled and aborted moves read afterwards.
  */
 import net from 'node:net';
@@ -186,6 +186,23 @@ describe('rebalancer CLI', () => {
     const { ended } = json(listed.out) as { ended: { partition: string; from: string; to: string; outcome: { status: string } }[] };
     expect(ended).toContainEqual(expect.objectContaining({ partition: 'q-100', from, to, outcome: expect.objectContaining({ status: 'completed' }) }));
     expect((await cli('moves')).out).toMatch(/recently ended:[\s\S]*q-100 .*completed: q-100/);
+  });
+
+  it("nodes shows every node's score vector with the mean and the band, as a table and as JSON", async () => {
+    const listed = await cli('nodes', '--json');
+    expect(listed.code, listed.err).toBe(0);
+    const view = json(listed.out) as { nodes: { node: string; owned: number; followed: number; history: number; traffic: number; sync: number; total: number }[]; mean: number; lower: number; upper: number };
+    const topology = await cluster.client.topology();
+    expect(view.nodes.map((n) => n.node).sort()).toEqual(topology.nodes.map((n) => n.id).sort());
+    for (const n of view.nodes) expect(n.owned + n.followed + n.history + n.traffic).toBeGreaterThan(0);
+    expect(view.upper - view.mean).toBeCloseTo(0.1);
+    expect(view.mean - view.lower).toBeCloseTo(0.1);
+
+    const shown = await cli('nodes');
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(/^NODE\s+ZONE\s+CAPACITY\s+STATE\s+OWNED\s+FOLLOWED\s+HISTORY\s+TRAFFIC\s+SYNC\s+SCORE/);
+    for (const n of topology.nodes) expect(shown.out).toMatch(new RegExp(`^${n.id}\\s+${n.zone}\\s+1\\s+up`, 'm'));
+    expect(shown.out).toMatch(/mean \d\.\d{3}, band \d\.\d{3} to \d\.\d{3}, spread \d\.\d{3}/);
   });
 
   it('every command has --help with an example, --json, and --reason when it acts; rebalancer --help documents the exit codes', async () => {
