@@ -14,8 +14,7 @@ import type { Node, Partition } from '../cluster/contract';
 import { reconfigurationWorkflowId, type GrowRequest, type ReconfigurationKind, type ReplaceRequest } from '../workflows/definitions';
 import type { MoveCheck } from '../workflows/follower-move-rules';
 import { checkGrow, checkReplace } from '../workflows/grow-rules';
-import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
-import { inFlight, MoveRefused, type MovesContext } from './moves';
+import { inFlight, MoveRefused, startSearchAttributes, type MovesContext } from './moves';
 
 interface Start {
   partition: string;
@@ -53,13 +52,7 @@ async function start(ctx: MovesContext, s: Start): Promise<WorkflowHandle> {
       args: s.args,
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      typedSearchAttributes: [
-        { key: PartitionKey, value: partition },
-        { key: KindKey, value: s.kind },
-        { key: PhaseKey, value: 'validating' },
-        ...(s.source ? [{ key: SourceKey, value: s.source }] : []),
-        { key: TargetKey, value: s.target },
-      ],
+      typedSearchAttributes: startSearchAttributes(partition, s.kind, s.source ?? null, s.target),
       staticSummary: s.summary,
       staticDetails: s.details,
     });

@@ -8,8 +8,7 @@ import { ClusterHttpError } from '../cluster/client';
 import type { PartitionView } from '../cluster/contract';
 import { reconfigurationWorkflowId, type FollowerMoveRequest, type HandoffRequest, type OwnerMoveRequest, type ReconfigurationKind } from '../workflows/definitions';
 import { checkHandoff, checkOwnerMove } from '../workflows/handoff-rules';
-import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
-import { alreadyRunning, inFlight, MoveRefused, startFollowerMove, type MovesContext } from './moves';
+import { alreadyRunning, inFlight, MoveRefused, startFollowerMove, startSearchAttributes, type MovesContext } from './moves';
 import type { ownerHandoff } from '../workflows/owner-handoff';
 import type { ownerMove } from '../workflows/owner-move';
 
@@ -51,13 +50,7 @@ async function start<W extends typeof ownerHandoff | typeof ownerMove>(
       args: [request] as Parameters<W>,
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      typedSearchAttributes: [
-        { key: PartitionKey, value: partition },
-        { key: KindKey, value: kind },
-        { key: PhaseKey, value: 'validating' },
-        { key: SourceKey, value: from },
-        { key: TargetKey, value: to },
-      ],
+      typedSearchAttributes: startSearchAttributes(partition, kind, from, to),
       staticSummary: summary,
       staticDetails: details,
     });

@@ -18,8 +18,24 @@ import { ClusterHttpError, type ClusterClient } from '../cluster/client';
 import type { Partition, Topology } from '../cluster/contract';
 import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
 import { checkFollowerMove } from '../workflows/follower-move-rules';
-import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import type { SearchAttributePair } from '@temporalio/common';
 import type { followerMoveV2 } from '../workflows/follower-move-v2';
+
+/**
+ * The search attributes a reconfiguration starts with (set by the start itself, no history event): what it moves
+ * and its first phase, since now, so the Temporal UI finds it from its first moment.
+ */
+export function startSearchAttributes(partition: string, kind: ReconfigurationKind, from: string | null, to: string): SearchAttributePair[] {
+  return [
+    { key: PartitionKey, value: partition },
+    { key: KindKey, value: kind },
+    { key: PhaseKey, value: 'validating' },
+    { key: PhaseSinceKey, value: new Date() },
+    ...(from === null ? [] : [{ key: SourceKey, value: from }]),
+    { key: TargetKey, value: to },
+  ];
+}
 
 /** A request the system refused, with the reason in plain words. */
 export class MoveRefused extends Error {
@@ -68,13 +84,7 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
       args: [request],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      typedSearchAttributes: [
-        { key: PartitionKey, value: partition },
-        { key: KindKey, value: 'follower-move' },
-        { key: PhaseKey, value: 'validating' },
-        { key: SourceKey, value: from },
-        { key: TargetKey, value: to },
-      ],
+      typedSearchAttributes: startSearchAttributes(partition, 'follower-move', from, to),
       staticSummary: `Move follower of ${partition}: ${from} → ${to} (${request.origin})`,
       staticDetails:
         `Moves the follower copy of queue partition **${partition}** from **${from}** to **${to}** without a fence: ` +

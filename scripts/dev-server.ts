@@ -4,6 +4,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
+import proto from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
 import { onPath } from './temporal-cli';
 
@@ -27,6 +29,12 @@ export interface DevServerOptions {
   /** Aborted while starting: the child is stopped and the start rejects. */
   signal?: AbortSignal;
 }
+
+const { IndexedValueType } = proto.temporal.api.enums.v1;
+const INDEXED_TYPE: Record<(typeof SEARCH_ATTRIBUTES)[number]['type'], proto.temporal.api.enums.v1.IndexedValueType> = {
+  [SearchAttributeType.KEYWORD]: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+  [SearchAttributeType.DATETIME]: IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
+};
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -76,7 +84,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     ...(options.namespaces ?? ['default']).flatMap((namespace) => ['--namespace', namespace]),
     '--log-level',
     'error',
-    ...SEARCH_ATTRIBUTES.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
     ...(uiPort === null ? ['--headless'] : ['--ui-port', String(uiPort)]),
   ];
   // Where util-linux's setpriv exists (Linux), the kernel sends the server SIGTERM when this process dies,
@@ -121,6 +128,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   } finally {
     options.signal?.removeEventListener('abort', stopStarting);
   }
+  try {
+    await registerSearchAttributes(address, options.namespaces ?? ['default']);
+  } catch (err) {
+    await stopChild(child, 10_000);
+    throw err;
+  }
   options.log?.(`Temporal dev server ready on ${address}`);
   return {
     address,
@@ -128,6 +141,28 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     process: child,
     stop: () => stopChild(child, 10_000),
   };
+}
+
+/**
+ * The project's search attributes, each with its type, in every namespace that lacks one. Through the API rather
+ * than the CLI's --search-attribute, which registers them only when it creates the database: a `.data` from an
+ * earlier version would miss the newer ones, and every upsert of one fails the workflow task.
+ */
+async function registerSearchAttributes(address: string, namespaces: string[]): Promise<void> {
+  const connection = await Connection.connect({ address });
+  try {
+    for (const namespace of namespaces) {
+      const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+      const missing = SEARCH_ATTRIBUTES.filter((key) => !(key.name in (customAttributes ?? {})));
+      if (missing.length === 0) continue;
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((key) => [key.name, INDEXED_TYPE[key.type]])),
+      });
+    }
+  } finally {
+    await connection.close();
+  }
 }
 
 async function answers(address: string): Promise<boolean> {

@@ -1,7 +1,8 @@
 /**
  * `npm start`: the whole product on one machine. A Temporal dev server (state in .data/temporal.db, Web UI
  * on TEMPORAL_UI_PORT) unless TEMPORAL_ADDRESS names one; the reference cluster (state in .data/cluster)
- * unless CLUSTER_URL names a broker; then the worker with its progress relay. It runs as a service: a port
+ * unless CLUSTER_URL names a broker; then the worker with its progress relay. The embedded cluster starts
+ * balanced, and a node joins it DEMO_JOIN_MS later, so a newcomer watches the rebalancer fill it. It runs as a service: a port
  * it needs that is already taken, or a DATA_DIR another run holds, stops it before it starts anything; and
  * SIGTERM or SIGINT to this process (package.json execs it, so it is npm's child and npm forwards both)
  * stops every child it started.
@@ -12,7 +13,7 @@ import { loadAdminEnv, startAdminService } from '../admin/main';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
-import { createLogger, installRuntimeLogger } from '../worker/logger';
+import { createLogger, installRuntimeLogger, prettyLine } from '../worker/logger';
 import { exampleMove } from '../client/moves';
 import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
@@ -26,7 +27,8 @@ const [env, settings, adminEnv] = (() => {
     return exitOnConfigError(err);
   }
 })();
-const logger = createLogger(env.LOG_LEVEL, 'start', env.LOG_FORMAT);
+const logFormat = env.LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json');
+const logger = createLogger(env.LOG_LEVEL, 'start', logFormat);
 const workerMetricsPort = adminEnv.WORKER_METRICS_PORT ?? 9464;
 const dataDir = path.resolve(PROJECT_ROOT, env.DATA_DIR);
 
@@ -146,6 +148,35 @@ async function startTemporal(): Promise<string> {
   return server.address;
 }
 
+/**
+ * The embedded cluster's shape: 15 partitions (14 queues, 1 stream) of 3 copies on 5 nodes puts 9 copies and 3
+ * owners on each, so every score is at the mean and nothing moves until the demo's node joins. (The cluster's
+ * own default, 13 partitions, starts 0.15 off the mean against a threshold of 0.1, and moves at once.) 30,000
+ * messages of history (30 MiB) take a copy about 15 s at the simulated transfer rate, so the node fills in minutes.
+ */
+const CLUSTER_SHAPE = { nodes: 5, partitions: 14, streams: 1, 'initial-messages': 30_000 };
+/** The node the demo adds, in the zone that comes next in the cluster's z1, z2, z3 rotation. */
+const DEMO_NODE = { id: 'n6', zone: 'z3' };
+const DEMO_JOIN_MS = 20_000;
+
+/** The cluster's JSON lines as this process's own: readable lines on a terminal, JSON otherwise. */
+function clusterOutput(): (chunk: string) => void {
+  if (logFormat === 'json') return (chunk) => process.stdout.write(chunk);
+  let partial = '';
+  return (chunk) => {
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) {
+      try {
+        const { service, ...entry } = JSON.parse(line) as Record<string, unknown>;
+        process.stdout.write(prettyLine(JSON.stringify({ name: service, ...entry })));
+      } catch {
+        process.stdout.write(`${line}\n`);
+      }
+    }
+  };
+}
+
 /** The reference cluster as its own process; resolves with its URL once it listens. */
 async function startReferenceCluster(): Promise<string> {
   if (env.CLUSTER_URL) {
@@ -153,13 +184,47 @@ async function startReferenceCluster(): Promise<string> {
     return env.CLUSTER_URL;
   }
   const cluster = await spawnCluster(
-    { clock: 'wall' },
-    { port: env.CLUSTER_PORT, dataDir: path.join(dataDir, 'cluster'), output: (chunk) => process.stdout.write(chunk), signal: stopping.signal },
+    { clock: 'wall', ...CLUSTER_SHAPE },
+    { port: env.CLUSTER_PORT, dataDir: path.join(dataDir, 'cluster'), output: clusterOutput(), signal: stopping.signal },
   );
   stops.push(() => cluster.close());
   void cluster.exited.then(({ code, signal }) => stopIfUnexpected('the reference cluster', code, signal));
   await new ClusterClient(cluster.url).health();
   return cluster.url;
+}
+
+/**
+ * The demo: a node joins the embedded cluster, as an operator adding capacity would (the cluster's POST
+ * /v1/nodes), and every change in what it holds is logged, so the log shows the rebalancer filling it. A
+ * cluster that has the node already (a second start on the same DATA_DIR) is left as it is.
+ */
+async function demoJoin(cluster: ClusterClient): Promise<void> {
+  if ((await cluster.nodes()).nodes.some((n) => n.id === DEMO_NODE.id)) return;
+  logger.info(
+    `demo: in ${DEMO_JOIN_MS / 1000} s an empty node ${DEMO_NODE.id} (zone ${DEMO_NODE.zone}) joins the cluster, as when an operator adds capacity; ` +
+      `until then every node carries its share and nothing moves`,
+  );
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, DEMO_JOIN_MS);
+    stopping.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
+  });
+  if (stopping.signal.aborted) return;
+  await cluster.joinNode(DEMO_NODE.id, 1, DEMO_NODE.zone);
+  logger.info(
+    `demo: node ${DEMO_NODE.id} joined (POST /v1/nodes): it holds no copy, so its score is far below the mean and the rebalancer ` +
+      `moves follower copies onto it, at most ${settings.planner.maxTransfersPerNode} at a time; watch the dashboard, \`npx rebalancer moves --watch\` or RebalanceTarget = "${DEMO_NODE.id}" in the Temporal UI`,
+  );
+  let held = '';
+  while (!stopping.signal.aborted) {
+    const { partitions } = await cluster.topology();
+    const copies = partitions.filter((p) => p.owner === DEMO_NODE.id || p.followers.includes(DEMO_NODE.id));
+    const now = copies.map((p) => p.id).join(', ');
+    if (now !== held) {
+      held = now;
+      logger.info(`demo: ${DEMO_NODE.id} holds ${copies.length} cop${copies.length === 1 ? 'y' : 'ies'} now (${now})`);
+    }
+    await new Promise((r) => setTimeout(r, 2_000));
+  }
 }
 
 try {
@@ -203,9 +268,15 @@ try {
       `  metrics:            ${admin.metricsUrl} (service), http://127.0.0.1:${workerMetricsPort}/metrics (Temporal SDK worker)\n` +
       `  Temporal server:    ${address} (namespace ${env.TEMPORAL_NAMESPACE}, task queue ${env.TEMPORAL_TASK_QUEUE})\n` +
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
+      `  watch:              npx rebalancer moves --watch\n` +
       `  try:                npx ${(await new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }).topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +
       `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid}\n\n`,
   );
+  if (!env.CLUSTER_URL) {
+    void demoJoin(new ClusterClient(clusterUrl)).catch((err: unknown) => {
+      if (!stopping.signal.aborted) logger.warn({ err: (err as Error).message }, 'demo: the node join failed; the rest runs on');
+    });
+  }
   await running;
   await stopAll(1, 'the worker stopped');
 } catch (err) {

@@ -59,7 +59,10 @@ export function installRuntimeLogger(logger: Logger, metricsBindAddress?: string
     }),
     telemetryOptions: {
       logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
-      ...(metricsBindAddress ? { metrics: { prometheus: { bindAddress: metricsBindAddress } } } : {}),
+      // Prometheus conventions, as the service's own metrics: `_total` on counters, the unit in the name, seconds.
+      ...(metricsBindAddress
+        ? { metrics: { prometheus: { bindAddress: metricsBindAddress, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } } }
+        : {}),
     },
   });
 }

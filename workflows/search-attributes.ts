@@ -10,5 +10,8 @@ export const KindKey = defineSearchAttributeKey('RebalanceKind', SearchAttribute
 export const PhaseKey = defineSearchAttributeKey('RebalancePhase', SearchAttributeType.KEYWORD);
 export const SourceKey = defineSearchAttributeKey('RebalanceSource', SearchAttributeType.KEYWORD);
 export const TargetKey = defineSearchAttributeKey('RebalanceTarget', SearchAttributeType.KEYWORD);
+/** When the phase shown in RebalancePhase began: finds moves that have waited in one phase too long. */
+export const PhaseSinceKey = defineSearchAttributeKey('RebalancePhaseSince', SearchAttributeType.DATETIME);
 
-export const SEARCH_ATTRIBUTES = [PartitionKey, KindKey, PhaseKey, SourceKey, TargetKey] as const;
+export const SEARCH_ATTRIBUTES = [PartitionKey, KindKey, PhaseKey, SourceKey, TargetKey, PhaseSinceKey] as const;
+

@@ -22,6 +22,7 @@ import * as grow from './grow';
 import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
+import * as nodes from './nodes';
 import * as pause from './pause';
 import * as plan from './plan';
 import * as replace from './replace';
@@ -32,4 +33,4 @@ import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, moves, show, cancel, status, pause, resume, plan, audit];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, nodes, moves, show, cancel, status, pause, resume, plan, audit];

@@ -4,22 +4,29 @@ import { formatBytes } from '../../workflows/format';
 import { showMove } from '../moves';
 import { defineCommand, outcomeLine, parseId, withConnection, type CommandDeps } from '../output';
 
-function describe(s: MoveStatus): string {
-  return [
-    `partition:      ${s.partition}`,
-    `move:           ${s.kind} ${s.from ? `${s.from} -> ${s.to}` : `+${s.to}`} (${s.origin})`,
-    `phase:          ${s.phase}`,
-    `bytes remaining: ${formatBytes(s.bytesRemaining)}`,
-    `boundary B:     ${s.boundary ?? '-'}`,
-    `target durable: ${s.targetDurable ?? '-'}`,
-    `epoch:          ${s.epoch ?? '-'}`,
-    `retries:        ${s.retries}`,
-    `blocked on:     ${s.blockingReason ?? '-'}`,
-    ...(s.via ? [`via:            ${s.via}${s.stage ? ` (stage ${s.stage})` : ''}`] : []),
-    ...(s.finalBoundary != null ? [`final boundary: ${s.finalBoundary}`] : []),
-    ...(s.admissionClosedMs != null ? [`admission closed: ${s.admissionClosedMs} ms`] : []),
-    ...(s.outcome ? [`outcome:        ${outcomeLine(s.outcome)}`] : []),
-  ].join('\n');
+/** `label: value` lines with the values in one column, whatever the longest label. */
+function fields(rows: [string, string][]): string {
+  const width = Math.max(...rows.map(([label]) => label.length)) + 2;
+  return rows.map(([label, value]) => `${`${label}:`.padEnd(width)}${value}`).join('\n');
+}
+
+function describe(workflow: string, s: MoveStatus): string {
+  return fields([
+    ['workflow', workflow],
+    ['partition', s.partition],
+    ['move', `${s.kind} ${s.from ? `${s.from} -> ${s.to}` : `+${s.to}`} (${s.origin})`],
+    ['phase', s.phase],
+    ['bytes remaining', formatBytes(s.bytesRemaining)],
+    ['boundary B', String(s.boundary ?? '-')],
+    ['target durable', String(s.targetDurable ?? '-')],
+    ['epoch', String(s.epoch ?? '-')],
+    ['retries', String(s.retries)],
+    ['blocked on', s.blockingReason ?? '-'],
+    ...(s.via ? [['via', `${s.via}${s.stage ? ` (stage ${s.stage})` : ''}`] as [string, string]] : []),
+    ...(s.finalBoundary != null ? [['final boundary', String(s.finalBoundary)] as [string, string]] : []),
+    ...(s.admissionClosedMs != null ? [['admission closed', `${s.admissionClosedMs} ms`] as [string, string]] : []),
+    ...(s.outcome ? [['outcome', outcomeLine(s.outcome)] as [string, string]] : []),
+  ]);
 }
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -34,9 +41,9 @@ export function register(program: Command, deps: CommandDeps): void {
         const detail = await showMove(ctx.client, partition, { topology: async () => (await ctx.needBroker()).topology(), baseUrl: ctx.cluster.baseUrl });
         const { io } = deps;
         if (opts.json) return io.out(JSON.stringify(detail) + '\n');
-        io.out(`workflow:       ${detail.workflowId} (${detail.running ? 'running' : 'ended'})\n`);
-        if (detail.status) io.out(describe(detail.status) + '\n');
-        else if (detail.outcome) io.out(`outcome:        ${outcomeLine(detail.outcome)}\n`);
+        const workflow = `${detail.workflowId} (${detail.running ? 'running' : 'ended'})`;
+        if (detail.status) io.out(describe(workflow, detail.status) + '\n');
+        else io.out(fields([['workflow', workflow], ...(detail.outcome ? [['outcome', outcomeLine(detail.outcome)] as [string, string]] : [])]) + '\n');
       });
     });
 }

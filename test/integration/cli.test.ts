@@ -1,7 +1,7 @@
 /**
  * The CLI as a new user meets it, run in-process against the real dev server and a reference cluster: exit
  * codes, --json for refusals and bad usage, unreachable servers, `show` without a move, moves refused up front,
- * --wait's lines, ended moves in `moves`, --version, --help with examples, a move's whole life through the CLI
+ * --wait's lines, ended moves in `moves`, score vectors in `nodes`, --version, --help with examples, a move's whole life through the CLI
  * (started with a reason, listed, watched, shown, cancelled) and how cancelled and aborted moves read afterwards.
  */
 import net from 'node:net';
@@ -188,6 +188,23 @@ describe('rebalancer CLI', () => {
     expect((await cli('moves')).out).toMatch(/recently ended:[\s\S]*q-100 .*completed: q-100/);
   });
 
+  it("nodes shows every node's score vector with the mean and the band, as a table and as JSON", async () => {
+    const listed = await cli('nodes', '--json');
+    expect(listed.code, listed.err).toBe(0);
+    const view = json(listed.out) as { nodes: { node: string; owned: number; followed: number; history: number; traffic: number; sync: number; total: number }[]; mean: number; lower: number; upper: number };
+    const topology = await cluster.client.topology();
+    expect(view.nodes.map((n) => n.node).sort()).toEqual(topology.nodes.map((n) => n.id).sort());
+    for (const n of view.nodes) expect(n.owned + n.followed + n.history + n.traffic).toBeGreaterThan(0);
+    expect(view.upper - view.mean).toBeCloseTo(0.1);
+    expect(view.mean - view.lower).toBeCloseTo(0.1);
+
+    const shown = await cli('nodes');
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(/^NODE\s+ZONE\s+CAPACITY\s+STATE\s+OWNED\s+FOLLOWED\s+HISTORY\s+TRAFFIC\s+SYNC\s+SCORE/);
+    for (const n of topology.nodes) expect(shown.out).toMatch(new RegExp(`^${n.id}\\s+${n.zone}\\s+1\\s+up`, 'm'));
+    expect(shown.out).toMatch(/mean \d\.\d{3}, band \d\.\d{3} to \d\.\d{3}, spread \d\.\d{3}/);
+  });
+
   it('every command has --help with an example, --json, and --reason when it acts; rebalancer --help documents the exit codes', async () => {
     const top = await cli('--help');
     expect(top.code).toBe(0);
@@ -242,13 +259,16 @@ describe('rebalancer CLI', () => {
 
     const shown = await cli('show', partition);
     expect(shown.out).toMatch(new RegExp(`move: +follower-move ${from} -> ${to} \\(operator\\)[\\s\\S]*phase: +catching_up`));
+    // Every value starts in one column, the longest label's ("bytes remaining") included.
+    const columns = shown.out.trim().split('\n').map((l) => /^[a-zA-Z ]+: +/.exec(l)![0].length);
+    expect(new Set(columns).size, shown.out).toBe(1);
 
     const cancelled = await cli('cancel', partition, '--reason', 'wrong target', '--json');
     expect(cancelled.code, cancelled.err).toBe(0);
     expect(json(cancelled.out)).toMatchObject({ partition, kind: 'follower-move' });
     await eventually(`${partition} ended`, async () => ((await cli('show', partition, '--json')).out.includes('"running":false') ? true : undefined));
     expect(json((await cli('show', partition, '--json')).out)).toMatchObject({ running: false, outcome: { status: 'cancelled', reason: 'wrong target' } });
-    expect((await cli('show', partition)).out).toContain('outcome:        cancelled: wrong target');
+    expect((await cli('show', partition)).out).toMatch(/^outcome: +cancelled: wrong target$/m);
     await cluster.client.fault({ fault: 'stall-transfer', partition, node: to, stalled: false });
 
     // Ended moves leave the live view (other files' moves may be running on the shared server).

@@ -1,6 +1,6 @@
 /**
- * `npm start` as a user runs it: everything comes up and prints the UI's URL, `npx rebalancer` moves a
- * follower, Ctrl-C stops every process, and a second start still knows the move (same .data directory).
+ * `npm start` as a user runs it: everything comes up and prints the UI's URL, a node joins the balanced cluster
+ * and the rebalancer moves copies onto it, `npx rebalancer` moves a follower, Ctrl-C stops every process, and a second start still knows the move (same .data directory).
  * As a service: a start beside whatever holds one of its ports fails at once and starts nothing, SIGTERM to
  * the `npm start` process alone (not its group) stops every process it started, and none outlives a SIGKILL
  * of the start process (the dev server only where setpriv is on PATH, as on the Linux machines CI uses).
@@ -125,7 +125,7 @@ function rebalancer(env: NodeJS.ProcessEnv, ...args: string[]) {
 }
 
 describe('npm start', () => {
-  it('runs everything, moves a follower from the CLI, stops on Ctrl-C and resumes from .data', async () => {
+  it('runs everything, fills a node that joins, moves a follower from the CLI, stops on Ctrl-C and resumes from .data', async () => {
     const env = await ownEnv();
     const [uiPort, clusterPort, dataDir] = [Number(env.TEMPORAL_UI_PORT), Number(env.CLUSTER_PORT), env.DATA_DIR];
 
@@ -133,6 +133,15 @@ describe('npm start', () => {
     try {
       expect(run.output()).toContain(`Temporal UI:        http://127.0.0.1:${uiPort}`);
       expect((await fetch(`http://127.0.0.1:${uiPort}/`)).status).toBe(200);
+
+      // The demo: the cluster starts balanced, a node joins 20 s later (announced), and the loop moves copies onto
+      // it. The moves that ended by the first copy's arrival all went to the new node: nothing moved before it.
+      await waitFor(() => /demo: in 20 s an empty node n6 \(zone z3\) joins the cluster/.test(run.output()), 60_000, () => `no join announced: ${run.output().slice(-2000)}`);
+      await waitFor(() => /demo: node n6 joined \(POST \/v1\/nodes\).*rebalancer moves follower copies onto it/.test(run.output()), 60_000, () => `n6 did not join: ${run.output().slice(-2000)}`);
+      await waitFor(() => /demo: n6 holds \d+ cop(y|ies) now/.test(run.output()), 300_000, () => `no copy reached n6: ${run.output().slice(-2000)}`);
+      const { ended } = JSON.parse(rebalancer(env, 'moves', '--json').stdout) as { ended: { to: string; outcome: { status: string } }[] };
+      expect(ended.length).toBeGreaterThan(0);
+      expect(ended.map((m) => [m.to, m.outcome.status])).toEqual(ended.map(() => ['n6', 'completed']));
 
       // npm start runs the rebalancer loop: paused (it stays paused across the restart) and with its moves ended,
       // it leaves q-0 to this operator move.
@@ -161,6 +170,7 @@ describe('npm start', () => {
       const show = rebalancer(env, 'show', 'q-0', '--json');
       expect(show.status).toBe(0);
       expect(JSON.parse(show.stdout)).toMatchObject({ workflowId: 'reconfigure-q-0', running: false, outcome: { status: 'completed' } });
+      expect(run.output(), 'a cluster that has n6 already is left as it is').not.toContain('demo: in 20 s');
       const refused = rebalancer(env, 'move', 'q-0', '--from', 'n1', '--to', 'n1');
       expect(refused.status).toBe(1);
       expect(refused.stderr).toMatch(/^refused \((same_node|not_a_follower)\): /);
@@ -168,7 +178,7 @@ describe('npm start', () => {
       expect(await interrupt(run.child)).toBe(0);
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
-  });
+  }, 600_000);
 
   describe('a port another process holds: fails at once naming the port and its variable, starts nothing', () => {
     /** Each port held by what would really be there: a Temporal server, any listener, a reference cluster. */

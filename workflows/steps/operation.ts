@@ -25,7 +25,7 @@ import {
   type MoveTiming,
   type ReconfigurationKind,
 } from '../definitions';
-import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../search-attributes';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../search-attributes';
 import { DEFAULT_TIMING, Watch } from './watch';
 
 export interface OperationSubject {
@@ -80,6 +80,7 @@ export class Operation {
         { key: PartitionKey, value: this.subject.partition },
         { key: KindKey, value: this.subject.kind },
         { key: PhaseKey, value: this.status.phase },
+        { key: PhaseSinceKey, value: new Date() },
         ...(this.subject.from === null ? [] : [{ key: SourceKey, value: this.subject.from }]),
         { key: TargetKey, value: this.subject.to },
       ]);
@@ -159,10 +160,18 @@ export class Operation {
     this.block(reason);
   }
 
+  /**
+   * The phase and when it began, in one upsert. No patch guards the added key: replay matches an upsert command
+   * by its type alone (sdk-core's upsert state machine never compares the attributes), so histories recorded
+   * before it replay unchanged, and a patch would cost every move a marker and its own upsert.
+   */
   private showPhase(): void {
     if (this.shownPhase === this.status.phase) return;
     this.shownPhase = this.status.phase;
-    upsertSearchAttributes([{ key: PhaseKey, value: this.status.phase }]);
+    upsertSearchAttributes([
+      { key: PhaseKey, value: this.status.phase },
+      { key: PhaseSinceKey, value: new Date() },
+    ]);
   }
 
   /**

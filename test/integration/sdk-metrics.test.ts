@@ -1,0 +1,76 @@
+/**
+ * The Temporal SDK's own worker metrics, as `npm run worker` serves them: the worker process (worker/main.ts)
+ * with WORKER_METRICS_PORT runs a follower move, and its Prometheus endpoint then shows the move's workflow
+ * tasks and guarded-write activities, named by Prometheus conventions (`_total` counters, units in the name).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFollowerMove } from '../../client/moves';
+import { freePort } from '../../scripts/dev-server';
+import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, temporalEnv } from './helpers';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const taskQueue = `sdk-metrics-${process.pid}`;
+let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let client: Client;
+let worker: ChildProcess;
+let metricsUrl: string;
+let output = '';
+
+beforeAll(async () => {
+  cluster = await startTestCluster({}, { nodes: 4, partitions: 1, streams: 0 });
+  client = await connectClient();
+  const port = await freePort();
+  metricsUrl = `http://127.0.0.1:${port}/metrics`;
+  worker = spawn(process.execPath, ['--import', 'tsx', 'worker/main.ts'], {
+    cwd: root,
+    // The worker's rebalancer loop plans nothing under this threshold: the move below is the only one.
+    env: { ...process.env, ...temporalEnv(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, WORKER_METRICS_PORT: String(port), LOG_FORMAT: 'json', REBALANCER_THRESHOLD: '100' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  worker.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  worker.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  await eventually('the worker to be ready', async () => {
+    if (worker.exitCode !== null) throw new Error(`the worker exited with ${worker.exitCode}: ${output.slice(-2000)}`);
+    return output.includes('worker ready') ? true : undefined;
+  }, 120_000);
+});
+
+afterAll(async () => {
+  if (worker && worker.exitCode === null) {
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
+    worker.kill('SIGTERM');
+    await exited;
+  }
+  await cluster?.close();
+});
+
+/** The value of the series `name` whose labels include every one of `labels`, from Prometheus text. */
+function series(text: string, name: string, labels: Record<string, string>): number | undefined {
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const has = Object.entries(labels).every(([k, v]) => m[2]!.includes(`${k}="${v}"`));
+    if (has) return Number(m[3]);
+  }
+  return undefined;
+}
+
+describe("the Temporal SDK's worker metrics", () => {
+  it("show a move's workflow tasks and activities on WORKER_METRICS_PORT", async () => {
+    const partition = 'q-0';
+    const { from, to } = await pickMove(cluster.client, partition);
+    const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition, from, to, origin: 'operator' });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
+
+    const text = await (await fetch(metricsUrl)).text();
+    const move = { task_queue: taskQueue, workflow_type: 'followerMoveV2' };
+    expect(series(text, 'temporal_workflow_completed_total', move), 'the completed move').toBeGreaterThanOrEqual(1);
+    expect(series(text, 'temporal_workflow_task_execution_latency_seconds_count', move), 'its workflow tasks').toBeGreaterThanOrEqual(1);
+    // Each guarded write (add-learner, swap, remove-leaving) is one activity execution.
+    expect(series(text, 'temporal_activity_execution_latency_seconds_count', { ...move, activity_type: 'guardedWrite' })).toBeGreaterThanOrEqual(2);
+    expect(text).toMatch(/^# TYPE temporal_workflow_completed_total counter$/m);
+  });
+});
