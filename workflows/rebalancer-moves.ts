@@ -7,7 +7,7 @@ import { ChildWorkflowCancellationType, ParentClosePolicy, proxyLocalActivities,
 import type { RebalancerActivities } from '../activities/rebalancer';
 import type { Proposal } from '../planner/types';
 import { reconfigurationWorkflowId, type HandoffRequest, type FollowerMoveRequest, type MoveOrigin, type ReconfigurationKind, type TrackedMove } from './definitions';
-import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from './search-attributes';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from './search-attributes';
 
 // Reads and planning are local activities: reading again or planning again after a crash is harmless, and
 // neither needs a round trip through the server.
@@ -44,6 +44,7 @@ export async function startMove(step: Proposal, origin: MoveOrigin, now: number)
         { key: PartitionKey, value: step.partition },
         { key: KindKey, value: kind },
         { key: PhaseKey, value: 'validating' },
+        { key: PhaseSinceKey, value: new Date() },
         { key: SourceKey, value: step.from },
         { key: TargetKey, value: step.to },
       ],
