@@ -46,8 +46,15 @@ const toPino: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = 
 
 let installed = false;
 
-/** Install the Temporal runtime once per process with its logs going to `logger`. */
-/** `metricsBindAddress` (host:port): the SDK's own worker metrics are served there for Prometheus. */
+/** The bundler's webpack report: fifteen lines about the build at INFO bury the start-up lines people read. */
+export function isWebpackReport(level: LogLevel, message: string): boolean {
+  return level === 'INFO' && message.includes('\n') && /\bwebpack \d+\.\d+\.\d+ compiled/.test(message);
+}
+
+/**
+ * Install the Temporal runtime once per process with its logs going to `logger`; `metricsBindAddress` (host:port):
+ * the SDK's own worker metrics are served there for Prometheus.
+ */
 export function installRuntimeLogger(logger: Logger, metricsBindAddress?: string): void {
   if (installed) return;
   installed = true;
@@ -55,7 +62,7 @@ export function installRuntimeLogger(logger: Logger, metricsBindAddress?: string
   Runtime.install({
     logger: new DefaultLogger('INFO', (entry) => {
       const meta: LogMetadata = entry.meta ?? {};
-      temporal[toPino[entry.level]](meta, entry.message);
+      temporal[isWebpackReport(entry.level, entry.message) ? 'debug' : toPino[entry.level]](meta, entry.message);
     }),
     telemetryOptions: {
       logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },

@@ -7,7 +7,7 @@ import { ClusterSim } from '../../cluster/sim/sim';
 import { exampleMove } from '../../client/moves';
 import { watchMoves } from '../../client/watch';
 import type { MoveStatus } from '../../workflows/definitions';
-import { prettyLine } from '../../worker/logger';
+import { isWebpackReport, prettyLine } from '../../worker/logger';
 
 const fresh = () => ClusterSim.create({ nodes: 5, partitions: 12, streams: 1, config: {} }).topology();
 
@@ -34,6 +34,13 @@ describe('readable log lines', () => {
     expect(prettyLine(line)).toBe('14:02:11 INFO  start: using the broker url=http://127.0.0.1:7380 note="two words"\n');
     const err = JSON.stringify({ level: 50, time, name: 'start', err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at x' }, msg: 'start failed' });
     expect(prettyLine(err)).toBe('14:02:11 ERROR start: start failed\n  Error: boom\n    at x\n');
+  });
+
+  it("the bundler's webpack report goes to debug; its errors and other runtime lines keep their level", () => {
+    const report = 'asset workflow-bundle-1.js 1.2 MiB [emitted]\nruntime modules 1 KiB\nwebpack 5.104.1 compiled successfully in 812 ms';
+    expect(isWebpackReport('INFO', report)).toBe(true);
+    expect(isWebpackReport('ERROR', report)).toBe(false);
+    expect(isWebpackReport('INFO', 'Workflow bundle created')).toBe(false);
   });
 });
 
