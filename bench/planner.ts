@@ -152,11 +152,11 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
     if (!st.stays(n)) continue;
     const dev = st.steady(n) - st.mean;
     if (dev > t) {
-      const gives = [...n.parts].map((pi) => st.parts[pi]!).filter((p) => p.owner !== n.index);
+      const gives = n.parts.filter((p) => st.owner[p] !== n.index);
       shedMoves += cheapest(dev - t, gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 }))).moves;
     }
     if (dev >= -t) continue;
-    const takes = st.parts.filter((p) => !p.copies.includes(n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
+    const takes = Array.from({ length: st.partCount }, (_, p) => p).filter((p) => !st.holds(p, n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
     const c = cheapest(-t - dev, takes);
     gainMoves += c.moves;
     bytes += c.bytes;
@@ -167,11 +167,10 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   const drained: number[] = [];
   for (const n of st.nodes) {
     if (!n.draining || !n.live) continue;
-    for (const pi of n.parts) {
-      const p = st.parts[pi]!;
+    for (const p of n.parts) {
       drainMoves++;
-      let c = p.bytes;
-      for (const [r, b] of p.retained ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
+      let c = st.bytes[p]!;
+      for (const [r, b] of st.retainedAt(p) ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
       bytes += c;
       drained.push(c);
     }
@@ -202,12 +201,11 @@ function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<st
   let moves = 0;
   let bytes = 0;
   for (const [i, p] of input.topology.partitions.entries()) {
-    const ps = st.parts[i]!;
     const before = new Set([p.owner, ...p.followers]);
     for (const n of placement.get(p.id)!) {
       if (before.has(n)) continue;
       moves++;
-      bytes += st.bytesTo(ps, st.nodeIndex.get(n)!);
+      bytes += st.bytesTo(i, st.nodeIndex.get(n)!);
     }
   }
   const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, new Set(input.draining ?? []));

@@ -198,7 +198,7 @@ describe('planner properties: one tick keeps every hard rule', () => {
   it.each([
     ['per-node transfer limit', () => vi.spyOn(TickPlanner.prototype, 'receiverOk').mockImplementation((n: NodeState) => n.live && !n.draining && !n.suspended)],
     ['zones', () => vi.spyOn(TickPlanner.prototype, 'canReceive').mockImplementation(function (this: TickPlanner, p, to) {
-      return !p.copies.includes(to.index);
+      return !this.st.holds(p, to.index);
     })],
     ['node cooldowns', () => vi.spyOn(TickPlanner.prototype, 'cooling').mockReturnValue(false)],
     ['partition cooldowns and changes in flight', () => vi.spyOn(TickPlanner.prototype, 'partFree').mockReturnValue(true)],
