@@ -36,12 +36,15 @@ export interface Tick {
 
 const f2 = (x: number): string => x.toFixed(3);
 
-/** The `k` items with the smallest keys, in ascending order, without sorting them all. */
-function smallest(items: NodeState[], key: (n: NodeState) => number, k: number): NodeState[] {
+/**
+ * The `k` nodes with the smallest keys (`sign` times their entry in `by`), in ascending order, without sorting
+ * them all; equal keys keep the order of `items`.
+ */
+function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: number): NodeState[] {
   const out: NodeState[] = [];
   const keys: number[] = [];
   for (const it of items) {
-    const v = key(it);
+    const v = sign * by[it.index]!;
     if (out.length === k && v >= keys[k - 1]!) continue;
     let i = out.length === k ? k - 1 : out.length;
     while (i > 0 && keys[i - 1]! > v) {
@@ -241,21 +244,25 @@ export class TickPlanner {
   balanceFollowers(): void {
     const { threshold: t, minImprovement } = this.ctx.config;
     while (this.free > 0) {
-      const allReceivers = this.st.nodes.filter((n) => this.receiverOk(n) && this.recvDev(n) < 0);
-      const sources = smallest(
-        this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0),
-        (n) => -this.dev(n),
-        SOURCES_PER_PROPOSAL,
-      );
-      const receivers = smallest(allReceivers, (n) => this.recvDev(n), SOURCES_PER_PROPOSAL);
+      // One pass over the nodes per proposal: a full plan makes thousands of proposals on 1,000 nodes.
+      const allReceivers: NodeState[] = [];
+      const above: NodeState[] = [];
+      let smallestReceiver: NodeState | null = null;
+      for (const n of this.st.nodes) {
+        if (this.receiverOk(n) && this.recvDev(n) < 0) {
+          allReceivers.push(n);
+          if (smallestReceiver === null || n.cap < smallestReceiver.cap) smallestReceiver = n;
+        }
+        if (this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0) above.push(n);
+      }
+      const sources = smallest(above, this.devs, -1, SOURCES_PER_PROPOSAL);
+      const receivers = smallest(allReceivers, this.recvDevs, 1, SOURCES_PER_PROPOSAL);
       const over = sources.length > 0 && this.dev(sources[0]!) > t;
       if (sources.length === 0 || receivers.length === 0 || !this.outsideBand(this.dev(sources[0]!), this.recvDev(receivers[0]!))) {
         this.noteOutsideBand();
         return;
       }
-      let smallestReceiver = allReceivers[0]!;
-      for (const r of allReceivers) if (r.cap < smallestReceiver.cap) smallestReceiver = r;
-      const minRecvCap = smallestReceiver.cap;
+      const minRecvCap = smallestReceiver!.cap;
       let best: Candidate | null = null;
       // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
       // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
@@ -277,7 +284,7 @@ export class TickPlanner {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
         const ds = this.dev(s);
-        const small = s.cap <= minRecvCap ? s : smallestReceiver;
+        const small = s.cap <= minRecvCap ? s : smallestReceiver!;
         for (const p of s.parts) {
           if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.st.cheapest[p]!)) continue;
           if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index) || !this.partFree(p)) continue;

@@ -3,7 +3,7 @@
  * up to date as moves are applied, so a score is a few multiplications and a move touches two nodes, never a
  * rescan of every partition.
  */
-import type { Topology } from '../cluster/contract';
+import type { Partition, Topology } from '../cluster/contract';
 import type { InFlightMove, NodeScore, PlanInput, PlannerConfig } from './types';
 
 export interface NodeState {
@@ -141,46 +141,7 @@ export class ClusterState {
     this.copyCount = new Uint8Array(count);
     this.copyNode = new Int32Array(count * this.stride);
     this.copyRole = new Uint8Array(count * this.stride);
-    for (let index = 0; index < count; index++) {
-      const p = t.partitions[index]!;
-      if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
-      const bytes = num(p.historyBytes);
-      this.owner[index] = this.nodeIndex.get(p.owner) ?? -1;
-      this.bytes[index] = bytes;
-      this.hw[index] = bytes / (bytes + k);
-      this.pub[index] = num(p.publishRate);
-      this.del[index] = num(p.deliveryRate);
-      this.cheapest[index] = bytes;
-      let suspended: string[] | null = null;
-      for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
-      this.addCopy(index, p.owner, suspended, false);
-      for (const id of p.followers) this.addCopy(index, id, suspended, true);
-      for (const id of p.learners) this.addCopy(index, id, suspended, false);
-      if (p.leaving !== null) this.addCopy(index, p.leaving, suspended, false);
-      for (const rc of p.retainedCopies) {
-        const n = this.nodeIndex.get(rc.node);
-        if (n === undefined) continue;
-        let at = this.retained.get(index);
-        if (at === undefined) this.retained.set(index, (at = new Map()));
-        at.set(n, num(rc.bytesToCatchUp));
-        this.cheapest[index] = Math.min(this.cheapest[index]!, num(rc.bytesToCatchUp));
-        const on = this.retainedOn.get(n);
-        if (on === undefined) this.retainedOn.set(n, [index]);
-        else on.push(index);
-      }
-      let busy = this.busy[index]!;
-      if (p.pendingRecovery !== null) {
-        busy = 'a recovery is pending';
-        this.recoveries.push({ id: p.id, reason: p.pendingRecovery.reason });
-      } else if (p.kind === 'stream') busy = 'a stream (streams do not move yet)';
-      else if (p.learners.length > 0) busy = `learner ${p.learners.join(', ')} catching up`;
-      else if (p.leaving !== null) busy = `leaving replica ${p.leaving} not yet removed`;
-      else if (p.admission === 'closed') busy = 'admission closed for a handoff';
-      else if (suspended !== null) busy = `${suspended.join(', ')} rejoining (suspended)`;
-      this.busy[index] = busy;
-      const o = this.owner[index]!;
-      for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) this.addLoad(index, this.copyNode[i]!, this.copyNode[i] === o, 1);
-    }
+    for (let index = 0; index < count; index++) this.readPartition(t.partitions[index]!, index, k, named);
     for (const m of input.inFlight) this.applyInFlight(m);
 
     let activeCap = 0;
@@ -213,6 +174,47 @@ export class ClusterState {
         present(total.hist, cw.history) +
         present(total.traffic, cw.traffic)) /
       this.wSum;
+  }
+
+  /** One partition record into the flat arrays and its copies' load onto their nodes (a method of its own: V8 optimizes it once, where the constructor around it is compiled again and again). */
+  private readPartition(p: Partition, index: number, k: number, named: ReadonlySet<string>): void {
+    if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
+    const bytes = num(p.historyBytes);
+    this.owner[index] = this.nodeIndex.get(p.owner) ?? -1;
+    this.bytes[index] = bytes;
+    this.hw[index] = bytes / (bytes + k);
+    this.pub[index] = num(p.publishRate);
+    this.del[index] = num(p.deliveryRate);
+    this.cheapest[index] = bytes;
+    let suspended: string[] | null = null;
+    for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
+    this.addCopy(index, p.owner, suspended, false);
+    for (const id of p.followers) this.addCopy(index, id, suspended, true);
+    for (const id of p.learners) this.addCopy(index, id, suspended, false);
+    if (p.leaving !== null) this.addCopy(index, p.leaving, suspended, false);
+    for (const rc of p.retainedCopies) {
+      const n = this.nodeIndex.get(rc.node);
+      if (n === undefined) continue;
+      let at = this.retained.get(index);
+      if (at === undefined) this.retained.set(index, (at = new Map()));
+      at.set(n, num(rc.bytesToCatchUp));
+      this.cheapest[index] = Math.min(this.cheapest[index]!, num(rc.bytesToCatchUp));
+      const on = this.retainedOn.get(n);
+      if (on === undefined) this.retainedOn.set(n, [index]);
+      else on.push(index);
+    }
+    let busy = this.busy[index]!;
+    if (p.pendingRecovery !== null) {
+      busy = 'a recovery is pending';
+      this.recoveries.push({ id: p.id, reason: p.pendingRecovery.reason });
+    } else if (p.kind === 'stream') busy = 'a stream (streams do not move yet)';
+    else if (p.learners.length > 0) busy = `learner ${p.learners.join(', ')} catching up`;
+    else if (p.leaving !== null) busy = `leaving replica ${p.leaving} not yet removed`;
+    else if (p.admission === 'closed') busy = 'admission closed for a handoff';
+    else if (suspended !== null) busy = `${suspended.join(', ')} rejoining (suspended)`;
+    this.busy[index] = busy;
+    const o = this.owner[index]!;
+    for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) this.addLoad(index, this.copyNode[i]!, this.copyNode[i] === o, 1);
   }
 
   private addCopy(p: number, id: string, suspended: string[] | null, follower: boolean): void {
