@@ -141,7 +141,7 @@ export class ClusterState {
     this.copyCount = new Uint8Array(count);
     this.copyNode = new Int32Array(count * this.stride);
     this.copyRole = new Uint8Array(count * this.stride);
-    for (let index = 0; index < count; index++) this.readPartition(t.partitions[index]!, index, k, named);
+    this.readPartitions(t.partitions, k, named);
     for (const m of input.inFlight) this.applyInFlight(m);
 
     let activeCap = 0;
@@ -176,11 +176,17 @@ export class ClusterState {
       this.wSum;
   }
 
-  /** One partition record into the flat arrays and its copies' load onto their nodes (a method of its own: V8 optimizes it once, where the constructor around it is compiled again and again). */
+  /**
+   * The partition records into the flat arrays and their copies' load onto their nodes. A method of its own: V8
+   * optimizes it once and reuses that code every tick, where a loop inside the constructor is compiled anew each time.
+   */
+  private readPartitions(records: readonly Partition[], k: number, named: ReadonlySet<string>): void {
+    for (let index = 0; index < records.length; index++) this.readPartition(records[index]!, index, k, named);
+  }
+
   private readPartition(p: Partition, index: number, k: number, named: ReadonlySet<string>): void {
     if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
     const bytes = num(p.historyBytes);
-    this.owner[index] = this.nodeIndex.get(p.owner) ?? -1;
     this.bytes[index] = bytes;
     this.hw[index] = bytes / (bytes + k);
     this.pub[index] = num(p.publishRate);
@@ -188,7 +194,7 @@ export class ClusterState {
     this.cheapest[index] = bytes;
     let suspended: string[] | null = null;
     for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
-    this.addCopy(index, p.owner, suspended, false);
+    this.owner[index] = this.addCopy(index, p.owner, suspended, false);
     for (const id of p.followers) this.addCopy(index, id, suspended, true);
     for (const id of p.learners) this.addCopy(index, id, suspended, false);
     if (p.leaving !== null) this.addCopy(index, p.leaving, suspended, false);
@@ -217,16 +223,18 @@ export class ClusterState {
     for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) this.addLoad(index, this.copyNode[i]!, this.copyNode[i] === o, 1);
   }
 
-  private addCopy(p: number, id: string, suspended: string[] | null, follower: boolean): void {
+  /** Adds node `id`'s copy of p unless it is there already; its node index, or -1 for a node the topology does not list. */
+  private addCopy(p: number, id: string, suspended: string[] | null, follower: boolean): number {
     const n = this.nodeIndex.get(id);
     if (n === undefined) {
       this.busy[p] = `a copy on ${id}, a node the topology does not list`;
-      return;
+      return -1;
     }
-    if (this.holds(p, n)) return;
+    if (this.holds(p, n)) return n;
     const rejoining = suspended?.includes(id) === true;
     if (rejoining) this.nodes[n]!.suspended = true;
     this.pushCopy(p, n, follower && !rejoining ? FOLLOWER : OTHER);
+    return n;
   }
 
   private pushCopy(p: number, n: number, role: number): void {
@@ -371,15 +379,18 @@ export class ClusterState {
 
   /** The largest change one follower copy makes to the steady score of a node of capacity `cap`. */
   maxFollowerDelta(cap: number): number {
-    if (this.maxFollowerLoad < 0) {
-      const w = this.w;
-      this.maxFollowerLoad = 0;
-      for (let p = 0; p < this.partCount; p++)
-        this.maxFollowerLoad = Math.max(this.maxFollowerLoad, w.followed + w.history * this.hw[p]! + w.traffic * this.copyTraffic(p, false));
-    }
+    if (this.maxFollowerLoad < 0) this.maxFollowerLoad = this.largestFollowerLoad();
     return this.maxFollowerLoad / (cap * this.wSum);
   }
   private maxFollowerLoad = -1;
+
+  /** Its own method, so the code of maxFollowerDelta (called per source) is not thrown away each time this runs. */
+  private largestFollowerLoad(): number {
+    const w = this.w;
+    let most = 0;
+    for (let p = 0; p < this.partCount; p++) most = Math.max(most, w.followed + w.history * this.hw[p]! + w.traffic * this.copyTraffic(p, false));
+    return most;
+  }
 
   /** Change of a node's steady score when a copy of p in the given role arrives (sign 1) or leaves (-1). */
   copyDelta(p: number, n: NodeState, owner: boolean, sign: 1 | -1): number {
