@@ -75,11 +75,13 @@ export class ClusterState {
   /**
    * Every node holding a copy of partition p (owner, followers, learners, leaving) is in slots
    * p * stride .. p * stride + copyCount[p] - 1 of copyNode, with its role (FOLLOWER or OTHER) in copyRole.
+   * Room for three copies and one arriving; a partition with more widens every row (a pass over the records to
+   * size them first would cost a tenth of the state's time).
    */
-  readonly stride: number;
+  stride = 4;
   readonly copyCount: Uint8Array;
-  readonly copyNode: Int32Array;
-  readonly copyRole: Uint8Array;
+  copyNode: Int32Array;
+  copyRole: Uint8Array;
   /** Partition -> (node index -> bytes a learner there still copies), for retained copies on known nodes. */
   private readonly retained = new Map<number, Map<number, number>>();
   /** Per dimension: weight / (cluster total / capacity of the nodes that stay), 0 when the total is 0. */
@@ -119,18 +121,10 @@ export class ClusterState {
     }
     const k = config.historyHalfBytes;
     const named = new Set<string>(Object.keys(input.cooldowns.partitions));
-    // A move in flight may add a copy (its target) to its partition: room for one per move.
-    const arriving = new Map<string, number>();
-    for (const m of input.inFlight) {
-      named.add(m.partition);
-      arriving.set(m.partition, (arriving.get(m.partition) ?? 0) + 1);
-    }
+    for (const m of input.inFlight) named.add(m.partition);
     const count = t.partitions.length;
-    let most = 1;
-    for (const p of t.partitions) most = Math.max(most, 1 + p.followers.length + p.learners.length + (p.leaving === null ? 0 : 1));
     this.partCount = count;
     this.ids = t.partitions;
-    this.stride = most + (arriving.size > 0 ? Math.max(...arriving.values()) : 0);
     this.owner = new Int32Array(count);
     this.bytes = new Float64Array(count);
     this.hw = new Float64Array(count);
@@ -238,10 +232,24 @@ export class ClusterState {
   }
 
   private pushCopy(p: number, n: number, role: number): void {
+    if (this.copyCount[p] === this.stride) this.widen(this.stride + 2);
     const i = p * this.stride + this.copyCount[p]!;
     this.copyNode[i] = n;
     this.copyRole[i] = role;
     this.copyCount[p]!++;
+  }
+
+  private widen(stride: number): void {
+    const node = new Int32Array(this.partCount * stride);
+    const role = new Uint8Array(this.partCount * stride);
+    for (let p = 0; p < this.partCount; p++) {
+      const from = p * this.stride;
+      node.set(this.copyNode.subarray(from, from + this.copyCount[p]!), p * stride);
+      role.set(this.copyRole.subarray(from, from + this.copyCount[p]!), p * stride);
+    }
+    this.stride = stride;
+    this.copyNode = node;
+    this.copyRole = role;
   }
 
   /** The slot of node n among p's copies, or -1. */
