@@ -41,21 +41,27 @@ const f2 = (x: number): string => x.toFixed(3);
  * them all; equal keys keep the order of `items`.
  */
 function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: number): NodeState[] {
-  const out: NodeState[] = [];
-  const keys: number[] = [];
-  for (const it of items) {
-    const v = sign * by[it.index]!;
-    if (out.length === k && v >= keys[k - 1]!) continue;
-    let i = out.length === k ? k - 1 : out.length;
-    while (i > 0 && keys[i - 1]! > v) {
-      out[i] = out[i - 1]!;
-      keys[i] = keys[i - 1]!;
-      i--;
+  // Kept sorted in typed arrays: a binary search finds the place and copyWithin shifts the rest in one move.
+  const idx = new Int32Array(k);
+  const keys = new Float64Array(k);
+  let n = 0;
+  for (let j = 0; j < items.length; j++) {
+    const v = sign * by[items[j]!.index]!;
+    if (n === k && v >= keys[k - 1]!) continue;
+    let lo = 0;
+    let hi = n === k ? k - 1 : n;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (keys[mid]! > v) hi = mid;
+      else lo = mid + 1;
     }
-    out[i] = it;
-    keys[i] = v;
+    const end = n === k ? k - 1 : n++;
+    idx.copyWithin(lo + 1, lo, end);
+    keys.copyWithin(lo + 1, lo, end);
+    idx[lo] = j;
+    keys[lo] = v;
   }
-  return out;
+  return Array.from(idx.subarray(0, n), (j) => items[j]!);
 }
 
 interface Candidate {
@@ -72,9 +78,9 @@ export class TickPlanner {
   readonly touched = new Set<number>();
   free: number;
   blocked: string | null = null;
-  /** Partitions and nodes cooling down at this tick's clock, by index. */
+  /** Partitions and nodes cooling down at this tick's clock, by index (nodes as flags: asked for each node per proposal). */
   private readonly coolingParts = new Set<number>();
-  private readonly coolingNodes = new Set<number>();
+  private readonly coolingNodes: Uint8Array;
   /** Steady deviation from the mean and the receiver's deviation (sync included) per node, refreshed per proposal. */
   private devs: Float64Array;
   private recvDevs: Float64Array;
@@ -88,9 +94,10 @@ export class TickPlanner {
       const i = st.partIndex.get(id);
       if (i !== undefined && until > ctx.now) this.coolingParts.add(i);
     }
+    this.coolingNodes = new Uint8Array(st.nodes.length);
     for (const [id, until] of Object.entries(ctx.cooldowns.nodes)) {
       const i = st.nodeIndex.get(id);
-      if (i !== undefined && until > ctx.now) this.coolingNodes.add(i);
+      if (i !== undefined && until > ctx.now) this.coolingNodes[i] = 1;
     }
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
@@ -126,7 +133,7 @@ export class TickPlanner {
   }
 
   cooling(n: NodeState): boolean {
-    return this.coolingNodes.has(n.index);
+    return this.coolingNodes[n.index] === 1;
   }
 
   /** May take a transfer now: live, staying, not rejoining, a free slot in the sync budget. */
