@@ -1,7 +1,8 @@
 /**
  * The planner's working copy of a topology: nodes and partitions indexed by number, each node's raw load kept
  * up to date as moves are applied, so a score is a few multiplications and a move touches two nodes, never a
- * rescan of every partition.
+ * rescan of every partition. One class over 400 lines: the flat partition layout and the moves that update it
+ * belong together, and split apart every access would go through a second object.
  */
 import type { Partition, Topology } from '../cluster/contract';
 import type { InFlightMove, NodeScore, PlanInput, PlannerConfig } from './types';
