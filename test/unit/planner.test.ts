@@ -219,4 +219,13 @@ describe('planner state: copy lists', () => {
     expect([0, 1, 2].map((p) => ids(st.followers(p)))).toEqual([['n1', 'n2'], ['n1', 'n2', 'n3'], ['n5']]);
     expect(st.nodes.map((n) => n.parts.length)).toEqual([2, 2, 2, 2, 1, 2, 0, 1, 1]);
   });
+
+  it('a handoff puts the former owner where the new owner was among the followers, a follower move puts the target where the source was', () => {
+    const t = topology(Array.from({ length: 5 }, (_, i) => node(`n${i}`)), [partition('q-0', 'n0', ['n1', 'n2', 'n3'])]);
+    const st = new ClusterState(input(t), config, new Set());
+    st.handoff(0, 0, 2);
+    expect([st.owner[0], st.followers(0)]).toEqual([2, [1, 0, 3]]);
+    st.followerMove(0, 1, 4);
+    expect([st.owner[0], st.followers(0)]).toEqual([2, [4, 0, 3]]);
+  });
 });
