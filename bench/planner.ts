@@ -3,9 +3,12 @@
  * simulation (ClusterSim in-process, its clock stepped here, the guarded writes driven directly, no Temporal), one
  * JSON line per scenario: what the planner did beside the scenario's lower bounds and two baselines on the same
  * cluster (a full round-robin re-spread, a count-only greedy balancer). Then the time to plan 1,000 nodes /
- * 100,000 partitions and of one tick. Lower bounds are derived in README.md ("Load score and planner").
+ * 100,000 partitions and of one tick; `--baseline DIR` times the planner of another checkout (e.g. a worktree of
+ * main) in the same run beside it. Lower bounds are derived in README.md ("Load score and planner").
  */
+import { createHash } from 'node:crypto';
 import { loadavg } from 'node:os';
+import { resolve } from 'node:path';
 import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
@@ -152,11 +155,11 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
     if (!st.stays(n)) continue;
     const dev = st.steady(n) - st.mean;
     if (dev > t) {
-      const gives = [...n.parts].map((pi) => st.parts[pi]!).filter((p) => p.owner !== n.index);
+      const gives = n.parts.filter((p) => st.owner[p] !== n.index);
       shedMoves += cheapest(dev - t, gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 }))).moves;
     }
     if (dev >= -t) continue;
-    const takes = st.parts.filter((p) => !p.copies.includes(n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
+    const takes = Array.from({ length: st.partCount }, (_, p) => p).filter((p) => !st.holds(p, n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
     const c = cheapest(-t - dev, takes);
     gainMoves += c.moves;
     bytes += c.bytes;
@@ -167,11 +170,10 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   const drained: number[] = [];
   for (const n of st.nodes) {
     if (!n.draining || !n.live) continue;
-    for (const pi of n.parts) {
-      const p = st.parts[pi]!;
+    for (const p of n.parts) {
       drainMoves++;
-      let c = p.bytes;
-      for (const [r, b] of p.retained ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
+      let c = st.bytes[p]!;
+      for (const [r, b] of st.retainedAt(p) ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
       bytes += c;
       drained.push(c);
     }
@@ -202,12 +204,11 @@ function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<st
   let moves = 0;
   let bytes = 0;
   for (const [i, p] of input.topology.partitions.entries()) {
-    const ps = st.parts[i]!;
     const before = new Set([p.owner, ...p.followers]);
     for (const n of placement.get(p.id)!) {
       if (before.has(n)) continue;
       moves++;
-      bytes += st.bytesTo(ps, st.nodeIndex.get(n)!);
+      bytes += st.bytesTo(i, st.nodeIndex.get(n)!);
     }
   }
   const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, new Set(input.draining ?? []));
@@ -321,27 +322,53 @@ function large(): Topology {
   return { contractVersion: '1', generation: 1, now: 0, nodes: nodeRecs, partitions };
 }
 
-function timing(): Record<string, unknown> {
-  const topology = large();
-  const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 };
-  const cpuMs = (f: () => void): { wallMs: number; cpuMs: number } => {
-    const c0 = process.cpuUsage();
-    const t0 = performance.now();
-    f();
-    const c = process.cpuUsage(c0);
-    return { wallMs: round(performance.now() - t0, 1), cpuMs: round((c.user + c.system) / 1000, 1) };
+type Planner = Pick<typeof import('../planner'), 'planNow' | 'planToConvergence' | 'DEFAULT_PLANNER_CONFIG'>;
+
+/** Ticks measured after the warm-up one: the rebalancer plans every tick in one long-lived worker, so warm code counts. */
+const TICKS = 10;
+
+/** Wall and CPU time (every thread of the process: the compiler's and the garbage collector's too) of `f`, in ms. */
+function measured(f: () => void): { wallMs: number; cpuMs: number } {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  f();
+  const c = process.cpuUsage(c0);
+  return { wallMs: round(performance.now() - t0, 1), cpuMs: round((c.user + c.system) / 1000, 1) };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+/** One planner's times on `input`: the first tick (cold), the median and slowest of the next ones, and a full plan. */
+function timesOf(planner: Planner, input: PlanInput) {
+  const cfg = planner.DEFAULT_PLANNER_CONFIG;
+  const first = measured(() => planner.planNow(input, cfg));
+  const ticks = Array.from({ length: TICKS }, () => measured(() => planner.planNow(input, cfg)));
+  let steps: Proposal[] = [];
+  const full = measured(() => (steps = planner.planToConvergence(input, cfg).steps));
+  return {
+    fullPlan: { ...full, steps: steps.length },
+    firstTick: first,
+    tick: { cpuMsMedian: median(ticks.map((t) => t.cpuMs)), cpuMsMax: Math.max(...ticks.map((t) => t.cpuMs)), wallMsMedian: median(ticks.map((t) => t.wallMs)), ticks: TICKS },
+    plan: createHash('sha256').update(JSON.stringify(steps)).digest('hex').slice(0, 16),
   };
-  planNow(input, DEFAULT_PLANNER_CONFIG);
-  let steps = 0;
-  const tick = cpuMs(() => planNow(input, DEFAULT_PLANNER_CONFIG));
-  const full = cpuMs(() => (steps = planToConvergence(input, DEFAULT_PLANNER_CONFIG).steps.length));
+}
+
+/**
+ * The planner's times at 1,000 nodes / 100,000 partitions; with `baseline` (a checkout of another version, e.g.
+ * a worktree of main), that version's planner is timed in the same run on the same input, and its plan compared.
+ */
+async function timing(baseline: string | undefined): Promise<Record<string, unknown>> {
+  const input: PlanInput = { topology: large(), inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 };
+  const ours = timesOf({ planNow, planToConvergence, DEFAULT_PLANNER_CONFIG }, input);
+  const theirs = baseline === undefined ? undefined : timesOf((await import(resolve(baseline, 'planner/index.ts'))) as Planner, input);
   return {
     scenario: '1000-nodes-100k-partitions',
     nodes: 1000,
     partitions: 100_000,
-    fullPlan: { ...full, steps, target: TARGETS.fullPlanMs },
-    tick: { ...tick, target: TARGETS.tickMs },
-    // Seven helpers share two cores while this runs: the load average says how contended the wall times are.
+    ...ours,
+    targets: { fullPlanMs: TARGETS.fullPlanMs, tickMs: TARGETS.tickMs },
+    ...(theirs === undefined ? {} : { baseline: { dir: baseline, ...theirs, samePlan: theirs.plan === ours.plan } }),
+    // Helpers and CI share two cores while this runs: the load average says how contended the wall times are.
     loadAverage: round(loadavg()[0]!, 2),
   };
 }
@@ -363,10 +390,12 @@ const SCENARIOS: Scenario[] = [
 ];
 
 export async function run(args: string[]): Promise<void> {
-  const only = args.find((a) => !a.startsWith('-'));
+  const at = args.indexOf('--baseline');
+  const baseline = at >= 0 ? args[at + 1] : undefined;
+  const only = args.find((a, i) => !a.startsWith('-') && (at < 0 || i !== at + 1));
   for (const s of SCENARIOS) {
     if (only !== undefined && !s.name.includes(only)) continue;
     console.log(JSON.stringify(runScenario(s)));
   }
-  if (only === undefined || 'large'.includes(only)) console.log(JSON.stringify(timing()));
+  if (only === undefined || 'large'.includes(only)) console.log(JSON.stringify(await timing(baseline)));
 }

@@ -81,9 +81,9 @@ export function planToConvergence(input: PlanInput, config: PlannerConfig): Plan
   const steps: Proposal[] = [];
   let idle: string | null = null;
   // Each replica moves at most once and ownership never returns, so a plan longer than this means a broken rule.
-  const bound = st.parts.reduce((a, p) => a + 2 * p.copies.length, 0);
+  const bound = 2 * st.copyCount.reduce((a, c) => a + c, 0);
   for (;;) {
-    if (steps.length > bound) throw new Error(`planner did not converge: ${steps.length} steps for ${st.parts.length} partitions`);
+    if (steps.length > bound) throw new Error(`planner did not converge: ${steps.length} steps for ${st.partCount} partitions`);
     const tick = proposeTick(st, ctx);
     if (tick.proposals.length === 0) {
       idle = steps.length === 0 ? tick.idleReason : null;

@@ -5,7 +5,7 @@
  * handoffs only once no follower move is in flight or proposed. Each proposal is applied to the state at once, so
  * the next one sees its effect (load arrived, bytes to copy, a transfer slot taken).
  */
-import type { ClusterState, NodeState, PartState } from './state';
+import type { ClusterState, NodeState } from './state';
 import type { PlanInput, PlannerConfig, Proposal } from './types';
 
 /** Receivers tried per partition besides those holding a retained copy: the least loaded ones. */
@@ -36,27 +36,36 @@ export interface Tick {
 
 const f2 = (x: number): string => x.toFixed(3);
 
-/** The `k` items with the smallest keys, in ascending order, without sorting them all. */
-function smallest(items: NodeState[], key: (n: NodeState) => number, k: number): NodeState[] {
-  const out: NodeState[] = [];
-  const keys: number[] = [];
-  for (const it of items) {
-    const v = key(it);
-    if (out.length === k && v >= keys[k - 1]!) continue;
-    let i = out.length === k ? k - 1 : out.length;
-    while (i > 0 && keys[i - 1]! > v) {
-      out[i] = out[i - 1]!;
-      keys[i] = keys[i - 1]!;
-      i--;
+/**
+ * The `k` nodes with the smallest keys (`sign` times their entry in `by`), in ascending order, without sorting
+ * them all; equal keys keep the order of `items`.
+ */
+function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: number): NodeState[] {
+  // Kept sorted in typed arrays: a binary search finds the place and copyWithin shifts the rest in one move.
+  const idx = new Int32Array(k);
+  const keys = new Float64Array(k);
+  let n = 0;
+  for (let j = 0; j < items.length; j++) {
+    const v = sign * by[items[j]!.index]!;
+    if (n === k && v >= keys[k - 1]!) continue;
+    let lo = 0;
+    let hi = n === k ? k - 1 : n;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (keys[mid]! > v) hi = mid;
+      else lo = mid + 1;
     }
-    out[i] = it;
-    keys[i] = v;
+    const end = n === k ? k - 1 : n++;
+    idx.copyWithin(lo + 1, lo, end);
+    keys.copyWithin(lo + 1, lo, end);
+    idx[lo] = j;
+    keys[lo] = v;
   }
-  return out;
+  return Array.from(idx.subarray(0, n), (j) => items[j]!);
 }
 
 interface Candidate {
-  p: PartState;
+  p: number;
   s: NodeState;
   r: NodeState;
   imp: number;
@@ -69,9 +78,9 @@ export class TickPlanner {
   readonly touched = new Set<number>();
   free: number;
   blocked: string | null = null;
-  /** Partitions and nodes cooling down at this tick's clock, by index. */
+  /** Partitions and nodes cooling down at this tick's clock, by index (nodes as flags: asked for each node per proposal). */
   private readonly coolingParts = new Set<number>();
-  private readonly coolingNodes = new Set<number>();
+  private readonly coolingNodes: Uint8Array;
   /** Steady deviation from the mean and the receiver's deviation (sync included) per node, refreshed per proposal. */
   private devs: Float64Array;
   private recvDevs: Float64Array;
@@ -85,9 +94,10 @@ export class TickPlanner {
       const i = st.partIndex.get(id);
       if (i !== undefined && until > ctx.now) this.coolingParts.add(i);
     }
+    this.coolingNodes = new Uint8Array(st.nodes.length);
     for (const [id, until] of Object.entries(ctx.cooldowns.nodes)) {
       const i = st.nodeIndex.get(id);
-      if (i !== undefined && until > ctx.now) this.coolingNodes.add(i);
+      if (i !== undefined && until > ctx.now) this.coolingNodes[i] = 1;
     }
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
@@ -118,12 +128,12 @@ export class TickPlanner {
     return `recovery pending on ${rs[0]!.id} (${rs[0]!.reason})${more}: rebalancing and drains wait until it activates`;
   }
 
-  partFree(p: PartState): boolean {
-    return p.busy === null && !this.touched.has(p.index) && !this.coolingParts.has(p.index);
+  partFree(p: number): boolean {
+    return this.st.busy[p] === null && !this.touched.has(p) && !this.coolingParts.has(p);
   }
 
   cooling(n: NodeState): boolean {
-    return this.coolingNodes.has(n.index);
+    return this.coolingNodes[n.index] === 1;
   }
 
   /** May take a transfer now: live, staying, not rejoining, a free slot in the sync budget. */
@@ -132,11 +142,13 @@ export class TickPlanner {
   }
 
   /** A copy of p may go from `from` to `to`: not there already, not back, and no zone gets more copies than before. */
-  canReceive(p: PartState, to: NodeState, from: NodeState): boolean {
-    if (p.copies.includes(to.index) || this.ctx.moved.get(p.index)?.has(to.index)) return false;
+  canReceive(p: number, to: NodeState, from: NodeState): boolean {
+    const st = this.st;
+    if (st.holds(p, to.index) || this.ctx.moved.get(p)?.has(to.index)) return false;
     let inTo = 0;
     let inFrom = 0;
-    for (const c of p.copies) {
+    for (let i = p * st.stride, e = i + st.copyCount[p]!; i < e; i++) {
+      const c = st.copyNode[i]!;
       if (c === from.index) continue;
       const z = this.st.nodes[c]!.zone;
       if (z === to.zone) inTo++;
@@ -154,24 +166,24 @@ export class TickPlanner {
     return this.recvDevs[n.index]!;
   }
 
-  followerMove(p: PartState, from: NodeState, to: NodeState, reason: string): void {
+  followerMove(p: number, from: NodeState, to: NodeState, reason: string): void {
     const bytes = this.st.bytesTo(p, to.index);
     this.st.followerMove(p, from.index, to.index);
     this.st.addTransfer(to.index, from.index, bytes);
-    this.remember(this.ctx.moved, p.index, from.index, to.index);
-    this.touched.add(p.index);
+    this.remember(this.ctx.moved, p, from.index, to.index);
+    this.touched.add(p);
     this.free--;
-    const retained = p.retained?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
-    this.out.push({ op: 'follower_move', partition: p.id, from: from.id, to: to.id, bytes, reason: reason + retained });
+    const retained = this.st.retainedAt(p)?.has(to.index) ? `; ${to.id} holds a retained copy, so only ${bytes} bytes are copied` : '';
+    this.out.push({ op: 'follower_move', partition: this.st.id(p), from: from.id, to: to.id, bytes, reason: reason + retained });
     this.refresh(from, to);
   }
 
-  handoff(p: PartState, from: NodeState, to: NodeState, reason: string): void {
+  handoff(p: number, from: NodeState, to: NodeState, reason: string): void {
     this.st.handoff(p, from.index, to.index);
-    this.remember(this.ctx.formerOwners, p.index, from.index);
-    this.touched.add(p.index);
+    this.remember(this.ctx.formerOwners, p, from.index);
+    this.touched.add(p);
     this.free--;
-    this.out.push({ op: 'owner_handoff', partition: p.id, from: from.id, to: to.id, bytes: 0, reason });
+    this.out.push({ op: 'owner_handoff', partition: this.st.id(p), from: from.id, to: to.id, bytes: 0, reason });
     this.refresh(from, to);
   }
 
@@ -179,37 +191,35 @@ export class TickPlanner {
   drain(): void {
     for (const d of this.st.nodes) {
       if (!d.draining || !d.live) continue;
-      for (const pi of [...d.parts]) {
+      for (const p of [...d.parts]) {
         if (this.free <= 0) return;
-        const p = this.st.parts[pi]!;
-        if (p.owner !== d.index) continue;
+        if (this.st.owner[p] !== d.index) continue;
         if (!this.partFree(p)) {
-          this.blocked ??= `drain of ${d.id}: ${p.id} waits (${p.busy ?? 'moved just now or cooling down'})`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.st.busy[p] ?? 'moved just now or cooling down'})`;
           continue;
         }
         let best: NodeState | null = null;
-        for (const f of p.followers) {
+        for (const f of this.st.followers(p)) {
           const n = this.st.nodes[f]!;
-          if (!this.st.stays(n) || n.suspended || this.ctx.formerOwners.get(p.index)?.has(f)) continue;
+          if (!this.st.stays(n) || n.suspended || this.ctx.formerOwners.get(p)?.has(f)) continue;
           if (best === null || this.dev(n) < this.dev(best)) best = n;
         }
         if (best === null) {
-          this.blocked ??= `drain of ${d.id}: ${p.id} has no admitted follower off draining or dead nodes to take ownership`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} has no admitted follower off draining or dead nodes to take ownership`;
           continue;
         }
         this.handoff(p, d, best, `drain ${d.id}: owner handed to ${best.id}, its admitted follower with the lowest score (${f2(this.st.steady(best))})`);
       }
-      for (const pi of [...d.parts]) {
+      for (const p of [...d.parts]) {
         if (this.free <= 0) return;
-        const p = this.st.parts[pi]!;
-        if (p.owner === d.index || !p.followers.includes(d.index)) continue;
+        if (this.st.owner[p] === d.index || !this.st.isFollower(p, d.index)) continue;
         if (!this.partFree(p)) {
-          this.blocked ??= `drain of ${d.id}: ${p.id} waits (${p.busy ?? 'moved just now or cooling down'})`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.st.busy[p] ?? 'moved just now or cooling down'})`;
           continue;
         }
         const to = this.drainTarget(p, d);
         if (to === null) {
-          this.blocked ??= `drain of ${d.id}: no node can take ${p.id} now (transfer limits, zones, copies already there)`;
+          this.blocked ??= `drain of ${d.id}: no node can take ${this.st.id(p)} now (transfer limits, zones, copies already there)`;
           continue;
         }
         this.followerMove(p, d, to, `drain ${d.id}: ${to.id} has the lowest score that can take it (${f2(this.recvDev(to) + this.st.mean)})`);
@@ -218,9 +228,9 @@ export class TickPlanner {
   }
 
   /** The least loaded node that may take p; a retained copy wins when taking it keeps the node within the threshold. */
-  drainTarget(p: PartState, d: NodeState): NodeState | null {
+  drainTarget(p: number, d: NodeState): NodeState | null {
     const t = this.ctx.config.threshold;
-    for (const rn of p.retained?.keys() ?? []) {
+    for (const rn of this.st.retainedAt(p)?.keys() ?? []) {
       const r = this.st.nodes[rn]!;
       if (this.receiverOk(r) && this.canReceive(p, r, d) && this.recvDev(r) + this.st.copyDelta(p, r, false, 1) <= t) return r;
     }
@@ -241,35 +251,38 @@ export class TickPlanner {
   balanceFollowers(): void {
     const { threshold: t, minImprovement } = this.ctx.config;
     while (this.free > 0) {
-      const allReceivers = this.st.nodes.filter((n) => this.receiverOk(n) && this.recvDev(n) < 0);
-      const sources = smallest(
-        this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0),
-        (n) => -this.dev(n),
-        SOURCES_PER_PROPOSAL,
-      );
-      const receivers = smallest(allReceivers, (n) => this.recvDev(n), SOURCES_PER_PROPOSAL);
+      // One pass over the nodes per proposal: a full plan makes thousands of proposals on 1,000 nodes.
+      const allReceivers: NodeState[] = [];
+      const above: NodeState[] = [];
+      let smallestReceiver: NodeState | null = null;
+      for (const n of this.st.nodes) {
+        if (this.receiverOk(n) && this.recvDev(n) < 0) {
+          allReceivers.push(n);
+          if (smallestReceiver === null || n.cap < smallestReceiver.cap) smallestReceiver = n;
+        }
+        if (this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0) above.push(n);
+      }
+      const sources = smallest(above, this.devs, -1, SOURCES_PER_PROPOSAL);
+      const receivers = smallest(allReceivers, this.recvDevs, 1, SOURCES_PER_PROPOSAL);
       const over = sources.length > 0 && this.dev(sources[0]!) > t;
       if (sources.length === 0 || receivers.length === 0 || !this.outsideBand(this.dev(sources[0]!), this.recvDev(receivers[0]!))) {
         this.noteOutsideBand();
         return;
       }
-      let smallestReceiver = allReceivers[0]!;
-      for (const r of allReceivers) if (r.cap < smallestReceiver.cap) smallestReceiver = r;
-      const minRecvCap = smallestReceiver.cap;
+      const minRecvCap = smallestReceiver!.cap;
       let best: Candidate | null = null;
       // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
       // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
       // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
       // above the mean would cost its whole history.
       for (const r of allReceivers) {
-        for (const pi of this.st.retainedOn.get(r.index) ?? []) {
-          const p = this.st.parts[pi]!;
+        for (const p of this.st.retainedOn.get(r.index) ?? []) {
           if (!this.partFree(p)) continue;
-          for (const f of p.followers) {
+          for (const f of this.st.followers(p)) {
             const s = this.st.nodes[f]!;
             const ds = this.dev(s);
             const dS = ds + this.st.copyDelta(p, s, false, -1);
-            if ((ds <= 0 && dS < -t) || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(pi)?.has(f) || !this.canReceive(p, r, s)) continue;
+            if ((ds <= 0 && dS < -t) || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(p)?.has(f) || !this.canReceive(p, r, s)) continue;
             best = this.better(best, p, s, r, ds, dS);
           }
         }
@@ -278,14 +291,13 @@ export class TickPlanner {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
         const ds = this.dev(s);
-        const small = s.cap <= minRecvCap ? s : smallestReceiver;
-        for (const pi of s.parts) {
-          const p = this.st.parts[pi]!;
-          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), p.cheapest)) continue;
-          if (p.owner === s.index || !p.followers.includes(s.index) || !this.partFree(p)) continue;
-          if (this.ctx.moved.get(pi)?.has(s.index)) continue;
+        const small = s.cap <= minRecvCap ? s : smallestReceiver!;
+        for (const p of s.parts) {
+          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.st.cheapest[p]!)) continue;
+          if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index) || !this.partFree(p)) continue;
+          if (this.ctx.moved.get(p)?.has(s.index)) continue;
           const dS = ds + this.st.copyDelta(p, s, false, -1);
-          for (const rn of p.retained?.keys() ?? []) {
+          for (const rn of this.st.retainedAt(p)?.keys() ?? []) {
             const r = this.st.nodes[rn]!;
             if (this.receiverOk(r) && this.recvDev(r) < 0 && this.canReceive(p, r, s)) best = this.better(best, p, s, r, ds, dS);
           }
@@ -311,7 +323,7 @@ export class TickPlanner {
   }
 
   /** The better of `best` and moving p from s (deviation ds, dS after) to r. */
-  better(best: Candidate | null, p: PartState, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
+  better(best: Candidate | null, p: number, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
     const dr = this.dev(r);
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
@@ -379,16 +391,15 @@ export class TickPlanner {
       const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && od(n) > 0);
       if (sources.length === 0) return;
       sources.sort((a, b) => od(b) - od(a));
-      let best = null as { p: PartState; s: NodeState; d: NodeState; imp: number } | null;
+      let best = null as { p: number; s: NodeState; d: NodeState; imp: number } | null;
       for (const s of sources) {
         const a = od(s);
-        for (const pi of s.parts) {
-          const p = this.st.parts[pi]!;
-          if (p.owner !== s.index || !this.partFree(p)) continue;
-          for (const f of p.followers) {
+        for (const p of s.parts) {
+          if (this.st.owner[p] !== s.index || !this.partFree(p)) continue;
+          for (const f of this.st.followers(p)) {
             const d = this.st.nodes[f]!;
             const b = od(d);
-            if (!this.st.stays(d) || d.suspended || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(pi)?.has(f)) continue;
+            if (!this.st.stays(d) || d.suspended || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(p)?.has(f)) continue;
             const imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(b + 1 / (d.cap * mo)));
             if (!this.improves(imp)) continue;
             // The totals must stay inside the band, or at least not spread further.

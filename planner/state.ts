@@ -1,9 +1,10 @@
 /**
  * The planner's working copy of a topology: nodes and partitions indexed by number, each node's raw load kept
  * up to date as moves are applied, so a score is a few multiplications and a move touches two nodes, never a
- * rescan of every partition.
+ * rescan of every partition. One class over 400 lines: the flat partition layout and the moves that update it
+ * belong together, and split apart every access would go through a second object.
  */
-import type { Topology } from '../cluster/contract';
+import type { Partition, Topology } from '../cluster/contract';
 import type { InFlightMove, NodeScore, PlanInput, PlannerConfig } from './types';
 
 export interface NodeState {
@@ -30,26 +31,6 @@ export interface NodeState {
   parts: number[];
 }
 
-export interface PartState {
-  index: number;
-  id: string;
-  owner: number;
-  /** Counted followers, admitted and caught up (suspended ones excluded): the handoff targets. */
-  followers: number[];
-  /** Every node holding a copy: owner, followers, learners, leaving. */
-  copies: number[];
-  bytes: number;
-  /** h / (h + k). */
-  hw: number;
-  pub: number;
-  del: number;
-  /** Why the partition is not touched now (a change in flight, a stream, ...), or null. */
-  busy: string | null;
-  /** Node index -> bytes a learner there still copies, for retained copies on known nodes (null: none). */
-  retained: Map<number, number> | null;  /** The fewest bytes a copy of it costs anywhere: its history, or less at a retained copy. */
-  cheapest: number;
-}
-
 export interface Weights {
   owned: number;
   followed: number;
@@ -58,24 +39,52 @@ export interface Weights {
   sync: number;
 }
 
-/** Traffic a copy carries: the owner serves publishes and deliveries, a follower only replicates publishes. */
-export function copyTraffic(p: PartState, owner: boolean): number {
-  return owner ? p.pub + p.del : p.pub;
-}
-
 function num(v: number | undefined): number {
   return v !== undefined && Number.isFinite(v) && v > 0 ? v : 0;
 }
 
+/** Role of a copy slot: a counted follower (admitted, caught up, not suspended: a handoff target) or any other copy. */
+const OTHER = 0;
+const FOLLOWER = 1;
+
+/**
+ * Partitions are numbered and their fields kept in flat typed arrays, not one object (and two arrays) each:
+ * building the state from 100,000 partition records then allocates a few buffers, and garbage collection, which
+ * used to take most of a tick, has next to nothing to do.
+ */
 export class ClusterState {
   readonly nodes: NodeState[] = [];
-  readonly parts: PartState[] = [];
   readonly nodeIndex = new Map<string, number>();
+  /** Number of partitions, in topology order. */
+  readonly partCount: number;
   /**
    * Partition id -> index, only for the ids the input names (moves in flight, cooldowns): an index of every id
    * would cost more than the tick itself on a large cluster.
    */
   readonly partIndex = new Map<string, number>();
+  /** Per partition: its owner's node index (-1 when the topology does not list it). */
+  readonly owner: Int32Array;
+  /** Per partition: history bytes, h / (h + k), publish and delivery rates. */
+  readonly bytes: Float64Array;
+  readonly hw: Float64Array;
+  readonly pub: Float64Array;
+  readonly del: Float64Array;
+  /** Per partition: the fewest bytes a copy of it costs anywhere: its history, or less at a retained copy. */
+  readonly cheapest: Float64Array;
+  /** Per partition: why it is not touched now (a change in flight, a stream, ...), or null. */
+  readonly busy: (string | null)[];
+  /**
+   * Every node holding a copy of partition p (owner, followers, learners, leaving) is in slots
+   * p * stride .. p * stride + copyCount[p] - 1 of copyNode, with its role (FOLLOWER or OTHER) in copyRole.
+   * Room for three copies and one arriving; a partition with more widens every row (a pass over the records to
+   * size them first would cost a tenth of the state's time).
+   */
+  stride = 4;
+  readonly copyCount: Uint8Array;
+  copyNode: Int32Array;
+  copyRole: Uint8Array;
+  /** Partition -> (node index -> bytes a learner there still copies), for retained copies on known nodes. */
+  private readonly retained = new Map<number, Map<number, number>>();
   /** Per dimension: weight / (cluster total / capacity of the nodes that stay), 0 when the total is 0. */
   readonly w: Weights;
   readonly wSum: number;
@@ -86,6 +95,7 @@ export class ClusterState {
   readonly retainedOn = new Map<number, number[]>();
   /** Partitions with a recovery pending, in topology order. */
   readonly recoveries: { id: string; reason: string }[] = [];
+  private readonly ids: readonly { id: string }[];
 
   constructor(input: PlanInput, config: PlannerConfig, draining: ReadonlySet<string>) {
     const t: Topology = input.topology;
@@ -113,50 +123,20 @@ export class ClusterState {
     const k = config.historyHalfBytes;
     const named = new Set<string>(Object.keys(input.cooldowns.partitions));
     for (const m of input.inFlight) named.add(m.partition);
-    for (const p of t.partitions) {
-      const index = this.parts.length;
-      if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
-      const bytes = num(p.historyBytes);
-      const ps: PartState = {
-        index,
-        id: p.id,
-        owner: this.nodeIndex.get(p.owner) ?? -1,
-        followers: [],
-        copies: [],
-        bytes,
-        hw: bytes / (bytes + k),
-        pub: num(p.publishRate),
-        del: num(p.deliveryRate),
-        busy: null,
-        retained: null,
-        cheapest: bytes,
-      };
-      this.parts.push(ps);
-      let suspended: string[] | null = null;
-      for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
-      this.addCopy(ps, p.owner, suspended, false);
-      for (const id of p.followers) this.addCopy(ps, id, suspended, true);
-      for (const id of p.learners) this.addCopy(ps, id, suspended, false);
-      if (p.leaving !== null) this.addCopy(ps, p.leaving, suspended, false);
-      for (const rc of p.retainedCopies) {
-        const n = this.nodeIndex.get(rc.node);
-        if (n === undefined) continue;
-        (ps.retained ??= new Map()).set(n, num(rc.bytesToCatchUp));
-        ps.cheapest = Math.min(ps.cheapest, num(rc.bytesToCatchUp));
-        const on = this.retainedOn.get(n);
-        if (on === undefined) this.retainedOn.set(n, [index]);
-        else on.push(index);
-      }
-      if (p.pendingRecovery !== null) {
-        ps.busy = 'a recovery is pending';
-        this.recoveries.push({ id: p.id, reason: p.pendingRecovery.reason });
-      } else if (p.kind === 'stream') ps.busy = 'a stream (streams do not move yet)';
-      else if (p.learners.length > 0) ps.busy = `learner ${p.learners.join(', ')} catching up`;
-      else if (p.leaving !== null) ps.busy = `leaving replica ${p.leaving} not yet removed`;
-      else if (p.admission === 'closed') ps.busy = 'admission closed for a handoff';
-      else if (suspended !== null) ps.busy = `${suspended.join(', ')} rejoining (suspended)`;
-      for (const n of ps.copies) this.addLoad(ps, n, n === ps.owner, 1);
-    }
+    const count = t.partitions.length;
+    this.partCount = count;
+    this.ids = t.partitions;
+    this.owner = new Int32Array(count);
+    this.bytes = new Float64Array(count);
+    this.hw = new Float64Array(count);
+    this.pub = new Float64Array(count);
+    this.del = new Float64Array(count);
+    this.cheapest = new Float64Array(count);
+    this.busy = new Array<string | null>(count).fill(null);
+    this.copyCount = new Uint8Array(count);
+    this.copyNode = new Int32Array(count * this.stride);
+    this.copyRole = new Uint8Array(count * this.stride);
+    this.readPartitions(t.partitions, k, named);
     for (const m of input.inFlight) this.applyInFlight(m);
 
     let activeCap = 0;
@@ -191,34 +171,147 @@ export class ClusterState {
       this.wSum;
   }
 
-  private addCopy(p: PartState, id: string, suspended: string[] | null, follower: boolean): void {
+  /**
+   * The partition records into the flat arrays and their copies' load onto their nodes. A method of its own: V8
+   * optimizes it once and reuses that code every tick, where a loop inside the constructor is compiled anew each time.
+   */
+  private readPartitions(records: readonly Partition[], k: number, named: ReadonlySet<string>): void {
+    for (let index = 0; index < records.length; index++) this.readPartition(records[index]!, index, k, named);
+  }
+
+  private readPartition(p: Partition, index: number, k: number, named: ReadonlySet<string>): void {
+    if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
+    const bytes = num(p.historyBytes);
+    this.bytes[index] = bytes;
+    this.hw[index] = bytes / (bytes + k);
+    this.pub[index] = num(p.publishRate);
+    this.del[index] = num(p.deliveryRate);
+    this.cheapest[index] = bytes;
+    let suspended: string[] | null = null;
+    for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
+    this.owner[index] = this.addCopy(index, p.owner, suspended, false);
+    for (const id of p.followers) this.addCopy(index, id, suspended, true);
+    for (const id of p.learners) this.addCopy(index, id, suspended, false);
+    if (p.leaving !== null) this.addCopy(index, p.leaving, suspended, false);
+    for (const rc of p.retainedCopies) {
+      const n = this.nodeIndex.get(rc.node);
+      if (n === undefined) continue;
+      let at = this.retained.get(index);
+      if (at === undefined) this.retained.set(index, (at = new Map()));
+      at.set(n, num(rc.bytesToCatchUp));
+      this.cheapest[index] = Math.min(this.cheapest[index]!, num(rc.bytesToCatchUp));
+      const on = this.retainedOn.get(n);
+      if (on === undefined) this.retainedOn.set(n, [index]);
+      else on.push(index);
+    }
+    let busy = this.busy[index]!;
+    if (p.pendingRecovery !== null) {
+      busy = 'a recovery is pending';
+      this.recoveries.push({ id: p.id, reason: p.pendingRecovery.reason });
+    } else if (p.kind === 'stream') busy = 'a stream (streams do not move yet)';
+    else if (p.learners.length > 0) busy = `learner ${p.learners.join(', ')} catching up`;
+    else if (p.leaving !== null) busy = `leaving replica ${p.leaving} not yet removed`;
+    else if (p.admission === 'closed') busy = 'admission closed for a handoff';
+    else if (suspended !== null) busy = `${suspended.join(', ')} rejoining (suspended)`;
+    this.busy[index] = busy;
+    const o = this.owner[index]!;
+    for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) this.addLoad(index, this.copyNode[i]!, this.copyNode[i] === o, 1);
+  }
+
+  /** Adds node `id`'s copy of p unless it is there already; its node index, or -1 for a node the topology does not list. */
+  private addCopy(p: number, id: string, suspended: string[] | null, follower: boolean): number {
     const n = this.nodeIndex.get(id);
     if (n === undefined) {
-      p.busy = `a copy on ${id}, a node the topology does not list`;
-      return;
+      this.busy[p] = `a copy on ${id}, a node the topology does not list`;
+      return -1;
     }
-    if (p.copies.includes(n)) return;
-    p.copies.push(n);
-    if (suspended?.includes(id)) this.nodes[n]!.suspended = true;
-    else if (follower) p.followers.push(n);
+    if (this.holds(p, n)) return n;
+    const rejoining = suspended?.includes(id) === true;
+    if (rejoining) this.nodes[n]!.suspended = true;
+    this.pushCopy(p, n, follower && !rejoining ? FOLLOWER : OTHER);
+    return n;
+  }
+
+  private pushCopy(p: number, n: number, role: number): void {
+    if (this.copyCount[p] === this.stride) this.widen(this.stride + 2);
+    const i = p * this.stride + this.copyCount[p]!;
+    this.copyNode[i] = n;
+    this.copyRole[i] = role;
+    this.copyCount[p]!++;
+  }
+
+  private widen(stride: number): void {
+    const node = new Int32Array(this.partCount * stride);
+    const role = new Uint8Array(this.partCount * stride);
+    for (let p = 0; p < this.partCount; p++) {
+      const from = p * this.stride;
+      node.set(this.copyNode.subarray(from, from + this.copyCount[p]!), p * stride);
+      role.set(this.copyRole.subarray(from, from + this.copyCount[p]!), p * stride);
+    }
+    this.stride = stride;
+    this.copyNode = node;
+    this.copyRole = role;
+  }
+
+  /** The slot of node n among p's copies, or -1. */
+  private slot(p: number, n: number): number {
+    for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) if (this.copyNode[i] === n) return i;
+    return -1;
+  }
+
+  id(p: number): string {
+    return this.ids[p]!.id;
+  }
+
+  /** Node n holds a copy of p, any role. */
+  holds(p: number, n: number): boolean {
+    return this.slot(p, n) >= 0;
+  }
+
+  /** Node n is a counted follower of p. */
+  isFollower(p: number, n: number): boolean {
+    const i = this.slot(p, n);
+    return i >= 0 && this.copyRole[i] === FOLLOWER;
+  }
+
+  /** p's counted followers, in order. */
+  followers(p: number): number[] {
+    const out: number[] = [];
+    for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) if (this.copyRole[i] === FOLLOWER) out.push(this.copyNode[i]!);
+    return out;
+  }
+
+  /** Every node holding a copy of p. */
+  copies(p: number): number[] {
+    return Array.from(this.copyNode.subarray(p * this.stride, p * this.stride + this.copyCount[p]!));
+  }
+
+  /** Node index -> bytes a learner there still copies, for p's retained copies on known nodes. */
+  retainedAt(p: number): ReadonlyMap<number, number> | undefined {
+    return this.retained.get(p);
   }
 
   /** Bytes a learner on node n copies: after the retained copy's durable offset when it holds one. */
-  bytesTo(p: PartState, n: number): number {
-    return p.retained?.get(n) ?? p.bytes;
+  bytesTo(p: number, n: number): number {
+    return this.retained.get(p)?.get(n) ?? this.bytes[p]!;
+  }
+
+  /** Traffic a copy carries: the owner serves publishes and deliveries, a follower only replicates publishes. */
+  copyTraffic(p: number, owner: boolean): number {
+    return owner ? this.pub[p]! + this.del[p]! : this.pub[p]!;
   }
 
   /** Adds (sign 1) or removes (sign -1) the load of p's copy on node n. */
-  addLoad(p: PartState, n: number, owner: boolean, sign: 1 | -1): void {
+  addLoad(p: number, n: number, owner: boolean, sign: 1 | -1): void {
     const ns = this.nodes[n]!;
     if (owner) ns.owned += sign;
     else ns.followed += sign;
-    ns.hist += sign * p.hw;
-    ns.traffic += sign * copyTraffic(p, owner);
-    ns.bytes += sign * p.bytes;
-    if (sign === 1) ns.parts.push(p.index);
+    ns.hist += sign * this.hw[p]!;
+    ns.traffic += sign * this.copyTraffic(p, owner);
+    ns.bytes += sign * this.bytes[p]!;
+    if (sign === 1) ns.parts.push(p);
     else {
-      const i = ns.parts.indexOf(p.index);
+      const i = ns.parts.indexOf(p);
       ns.parts[i] = ns.parts[ns.parts.length - 1]!;
       ns.parts.pop();
     }
@@ -226,24 +319,26 @@ export class ClusterState {
 
   /** A move in flight counts as done for the load (arriving at `to`, gone from `from`) plus its bytes as sync. */
   private applyInFlight(m: InFlightMove): void {
-    const pi = this.partIndex.get(m.partition);
+    const p = this.partIndex.get(m.partition);
     const to = this.nodeIndex.get(m.to);
     const from = m.from === null ? undefined : this.nodeIndex.get(m.from);
-    if (pi === undefined || to === undefined) return;
-    const p = this.parts[pi]!;
-    p.busy ??= `a ${m.op.replace('_', ' ')} in flight`;
+    if (p === undefined || to === undefined) return;
+    this.busy[p] ??= `a ${m.op.replace('_', ' ')} in flight`;
     if (m.op === 'owner_handoff') {
-      if (from !== undefined && p.owner === from && p.copies.includes(to)) this.handoff(p, from, to);
+      if (from !== undefined && this.owner[p] === from && this.holds(p, to)) this.handoff(p, from, to);
       return;
     }
-    if (from !== undefined && from !== p.owner && p.copies.includes(from)) {
-      this.addLoad(p, from, false, -1);
-      p.copies = p.copies.filter((c) => c !== from);
-      p.followers = p.followers.filter((c) => c !== from);
+    const gone = from === undefined || from === this.owner[p] ? -1 : this.slot(p, from);
+    if (gone >= 0) {
+      this.addLoad(p, from!, false, -1);
+      const end = p * this.stride + this.copyCount[p]! - 1;
+      this.copyNode.copyWithin(gone, gone + 1, end + 1);
+      this.copyRole.copyWithin(gone, gone + 1, end + 1);
+      this.copyCount[p]!--;
     }
-    if (!p.copies.includes(to)) {
+    if (!this.holds(p, to)) {
       this.addLoad(p, to, false, 1);
-      p.copies.push(to);
+      this.pushCopy(p, to, OTHER);
     }
     this.addTransfer(to, from ?? null, num(m.bytesRemaining));
   }
@@ -262,20 +357,23 @@ export class ClusterState {
     }
   }
 
-  followerMove(p: PartState, from: number, to: number): void {
+  followerMove(p: number, from: number, to: number): void {
     this.addLoad(p, from, false, -1);
     this.addLoad(p, to, false, 1);
-    p.copies = p.copies.map((c) => (c === from ? to : c));
-    p.followers = p.followers.map((c) => (c === from ? to : c));
+    this.copyNode[this.slot(p, from)] = to;
   }
 
-  handoff(p: PartState, from: number, to: number): void {
+  handoff(p: number, from: number, to: number): void {
     this.addLoad(p, from, true, -1);
     this.addLoad(p, to, false, -1);
     this.addLoad(p, from, false, 1);
     this.addLoad(p, to, true, 1);
-    p.owner = to;
-    p.followers = p.followers.map((c) => (c === to ? from : c));
+    this.owner[p] = to;
+    // The two swap slots, each keeping its role: the former owner takes the new one's place among the followers.
+    const a = this.slot(p, from);
+    const b = this.slot(p, to);
+    this.copyNode[a] = to;
+    this.copyNode[b] = from;
   }
 
   /** Score without the transient sync term: what the node carries once its transfers are done. */
@@ -290,27 +388,30 @@ export class ClusterState {
 
   /** The largest change one follower copy makes to the steady score of a node of capacity `cap`. */
   maxFollowerDelta(cap: number): number {
-    if (this.maxFollowerLoad < 0) {
-      const w = this.w;
-      this.maxFollowerLoad = 0;
-      for (const p of this.parts)
-        this.maxFollowerLoad = Math.max(this.maxFollowerLoad, w.followed + w.history * p.hw + w.traffic * copyTraffic(p, false));
-    }
+    if (this.maxFollowerLoad < 0) this.maxFollowerLoad = this.largestFollowerLoad();
     return this.maxFollowerLoad / (cap * this.wSum);
   }
   private maxFollowerLoad = -1;
 
-  /** Change of a node's steady score when a copy of p in the given role arrives (sign 1) or leaves (-1). */
-  copyDelta(p: PartState, n: NodeState, owner: boolean, sign: 1 | -1): number {
+  /** Its own method, so the code of maxFollowerDelta (called per source) is not thrown away each time this runs. */
+  private largestFollowerLoad(): number {
     const w = this.w;
-    const v = (owner ? w.owned : w.followed) + w.history * p.hw + w.traffic * copyTraffic(p, owner);
+    let most = 0;
+    for (let p = 0; p < this.partCount; p++) most = Math.max(most, w.followed + w.history * this.hw[p]! + w.traffic * this.copyTraffic(p, false));
+    return most;
+  }
+
+  /** Change of a node's steady score when a copy of p in the given role arrives (sign 1) or leaves (-1). */
+  copyDelta(p: number, n: NodeState, owner: boolean, sign: 1 | -1): number {
+    const w = this.w;
+    const v = (owner ? w.owned : w.followed) + w.history * this.hw[p]! + w.traffic * this.copyTraffic(p, owner);
     return (sign * v) / (n.cap * this.wSum);
   }
 
   /** Change of a node's steady score when it becomes p's owner (sign 1) or stops being it (-1), keeping its copy. */
-  roleDelta(p: PartState, n: NodeState, sign: 1 | -1): number {
+  roleDelta(p: number, n: NodeState, sign: 1 | -1): number {
     const w = this.w;
-    return (sign * (w.owned - w.followed + w.traffic * p.del)) / (n.cap * this.wSum);
+    return (sign * (w.owned - w.followed + w.traffic * this.del[p]!)) / (n.cap * this.wSum);
   }
 
   /** The nodes the mean is over: live and not draining. */

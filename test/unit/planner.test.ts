@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, predictMs, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
+import { ClusterState } from '../../planner/state';
 import { applySteps, input, node, partition, ring, topology } from './planner-topology';
 
 const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG };
@@ -194,5 +195,37 @@ describe('planner: configuration', () => {
 
   it('accepts the defaults', () => {
     expect(validatePlannerConfig(DEFAULT_PLANNER_CONFIG)).toBeNull();
+  });
+});
+
+describe('planner state: copy lists', () => {
+  it('keeps every copy and role of partitions with more copies than a row first holds, moves in flight included', () => {
+    const nodes = Array.from({ length: 9 }, (_, i) => node(`n${i}`));
+    const wide = partition('q-1', 'n0', ['n1', 'n2', 'n3', 'n4'], { learners: ['n5'] });
+    wide.history.find((h) => h.node === 'n4')!.suspended = true;
+    const t = topology(nodes, [partition('q-0', 'n0', ['n1', 'n2']), wide, partition('q-2', 'n3', ['n4', 'n5'])]);
+    const st = new ClusterState(
+      input(t, { inFlight: [{ partition: 'q-2', op: 'follower_move', from: 'n4', to: 'n8', bytesRemaining: 5 }, { partition: 'q-0', op: 'follower_move', from: null, to: 'n7', bytesRemaining: 5 }] }),
+      config,
+      new Set(),
+    );
+    const ids = (ns: number[]): string[] => ns.map((n) => st.nodes[n]!.id);
+    expect([0, 1, 2].map((p) => ids(st.copies(p)))).toEqual([
+      ['n0', 'n1', 'n2', 'n7'],
+      ['n0', 'n1', 'n2', 'n3', 'n4', 'n5'],
+      ['n3', 'n5', 'n8'],
+    ]);
+    // Suspended n4 and learner n5 hold copies of q-1 but are not counted followers; neither are arriving copies.
+    expect([0, 1, 2].map((p) => ids(st.followers(p)))).toEqual([['n1', 'n2'], ['n1', 'n2', 'n3'], ['n5']]);
+    expect(st.nodes.map((n) => n.parts.length)).toEqual([2, 2, 2, 2, 1, 2, 0, 1, 1]);
+  });
+
+  it('a handoff puts the former owner where the new owner was among the followers, a follower move puts the target where the source was', () => {
+    const t = topology(Array.from({ length: 5 }, (_, i) => node(`n${i}`)), [partition('q-0', 'n0', ['n1', 'n2', 'n3'])]);
+    const st = new ClusterState(input(t), config, new Set());
+    st.handoff(0, 0, 2);
+    expect([st.owner[0], st.followers(0)]).toEqual([2, [1, 0, 3]]);
+    st.followerMove(0, 1, 4);
+    expect([st.owner[0], st.followers(0)]).toEqual([2, [4, 0, 3]]);
   });
 });
