@@ -12,6 +12,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../scripts/temporal-cli';
 import { call, startAdminFixture, TOKEN, type AdminFixture } from './admin-fixture';
+import { temporalNamespace } from './helpers';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = path.join(PROJECT_ROOT, '.data', 'artifacts');
@@ -67,7 +68,7 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
     const row = page.locator('.move.row[data-partition="q-520"]');
     await row.waitFor({ timeout: 30_000 });
     expect(await row.textContent()).toContain(`${p.followers[0]} → ${to}`);
-    expect(await row.locator('a').getAttribute('href')).toBe('http://127.0.0.1:8233/namespaces/default/workflows/reconfigure-q-520');
+    expect(await row.locator('a').getAttribute('href')).toBe(`http://127.0.0.1:8233/namespaces/${temporalNamespace()}/workflows/reconfigure-q-520`);
     await expect.poll(() => row.locator('.progress > div').evaluate((d) => parseFloat((d as unknown as { style: { width: string } }).style.width)), { timeout: 60_000 }).toBeGreaterThan(0);
     fs.mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-move.png'), fullPage: true });
