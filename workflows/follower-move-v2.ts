@@ -134,13 +134,13 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
     const lostWords = `${T} was lost after the swap at boundary ${B}`;
     const back = await runStep(op, swapBack(op, R, T));
     if (!back.ok) {
-      const refused = 'refusal' in back ? back.refusal : { code: back.interrupt, message: back.interrupt };
+      const refused = whyEnded(back);
       return stuckAfterSwap(B, refused.code, `${lostWords} and the swap back was refused: ${refused.message}`);
     }
     const B2 = back.value;
     const removed = await runStep(op, removeLeaving(op, T, R, B2, (r) => classifyRemovalRefusal(r, R)));
     if (!removed.ok) {
-      const r = 'refusal' in removed ? removed.refusal : { code: removed.interrupt, message: removed.interrupt };
+      const r = whyEnded(removed);
       return aborted(
         r.code,
         `${lostWords}; swapped back at B' ${B2}: ${R} counts again and ${T} is leaving, but its removal was refused: ${r.message}. ` +
@@ -209,4 +209,9 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
     if (!cause) throw err;
     return stuckAfterSwap(B, cause.type ?? 'rejected', `the broker rejected a request ${whileDoing()}: ${cause.message}`);
   }
+}
+
+/** A step that did not finish, as one code and message: its refusal, or the interrupt that ended it. */
+function whyEnded(end: { ok: false; interrupt: Interrupt } | { ok: false; refusal: Refusal }): { code: string; message: string } {
+  return 'refusal' in end ? end.refusal : { code: end.interrupt, message: end.interrupt };
 }
