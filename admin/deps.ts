@@ -60,6 +60,11 @@ export interface AdminDeps {
     pause(by: Requester): Promise<RebalancerState>;
     resume(by: Requester): Promise<RebalancerState>;
   };
+  /**
+   * Moves each drain started on the planner's proposals, by kind: the drains running and those ended within the
+   * last hour. `drain` names one drain (its workflow id and start), so a later drain of the node counts anew.
+   */
+  drainDecisions(): Promise<{ drain: string; startedByKind: Partial<Record<ReconfigurationKind, number>> }[]>;
   /** Events of the broker's feed the progress relay has not delivered yet; null when unknown. */
   relayLag(): Promise<number | null>;
 }

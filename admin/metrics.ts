@@ -1,7 +1,7 @@
 /**
  * The service's Prometheus series, read from their sources on each scrape (the broker, Temporal, the planner):
- * nothing is sampled in the background. Counters follow what they count across scrapes: the loop's planner
- * decisions (from its own totals, so a move that starts and ends between two scrapes counts), refusals by code
+ * nothing is sampled in the background. Counters follow what they count across scrapes: the planner decisions
+ * of the loop and of each drain (from their own totals, so a move that starts and ends between two scrapes counts), refusals by code
  * (operator requests refused, moves that ended aborted), the broker's invariant breaches.
  */
 import { Counter, Gauge, Registry } from 'prom-client';
@@ -17,7 +17,7 @@ export function createMetrics() {
   const remaining = gauge('rebalancer_move_remaining_bytes', 'Bytes the target of a move in progress still has to copy', ['partition', 'kind', 'from', 'to']);
   const syncInUse = gauge('rebalancer_sync_budget_in_use_transfers', 'Transfer slots in use per node (the sync budget)', ['node']);
   const syncLimit = gauge('rebalancer_sync_budget_limit_transfers', 'Transfer slots per node', ['node']);
-  const decisions = counter('rebalancer_planner_decisions_total', "Moves the rebalancer loop started on its planner's proposals, by kind", ['kind']);
+  const decisions = counter('rebalancer_planner_decisions_total', "Moves the rebalancer loop and drains started on the planner's proposals, by kind", ['kind']);
   const spread = gauge('rebalancer_score_spread', 'Largest |node score - cluster mean| (score units)');
   const mean = gauge('rebalancer_score_mean', 'Cluster mean of the node scores (score units)');
   const refusals = counter('rebalancer_refusals_total', 'Requests refused and moves aborted, by code', ['code']);
@@ -37,7 +37,7 @@ export function createMetrics() {
       refusals.inc({ code });
     },
     async scrape(deps: AdminDeps, readMoves: () => Promise<MoveStatus[]>): Promise<string> {
-      const [topology, running, budget, invariants, lag, state, ended] = await Promise.all([
+      const [topology, running, budget, invariants, lag, state, ended, drains] = await Promise.all([
         deps.topology(),
         readMoves(),
         deps.syncBudget(),
@@ -45,6 +45,7 @@ export function createMetrics() {
         deps.relayLag(),
         deps.rebalancer.status(),
         deps.recentMoves(50),
+        deps.drainDecisions(),
       ]);
       moves.reset();
       remaining.reset();
@@ -53,6 +54,7 @@ export function createMetrics() {
         if (m.bytesRemaining !== null) remaining.set({ partition: m.partition, kind: m.kind, from: m.from ?? '', to: m.to }, m.bytesRemaining);
       }
       followTotals(decisions, 'kind', decisionsSeen, Object.entries(state.startedByKind));
+      for (const d of drains) followTotals(decisions, 'kind', decisionsSeen, Object.entries(d.startedByKind), d.drain);
       for (const m of ended) {
         if (m.outcome?.status !== 'aborted' || seenAborted.has(`${m.workflowId}@${m.closedAt}`)) continue;
         seenAborted.add(`${m.workflowId}@${m.closedAt}`);
@@ -81,12 +83,14 @@ export function createMetrics() {
 
 /**
  * Raises a counter by what a source's running totals grew since the last scrape. A total below the one seen
- * (a new loop, a restarted broker) starts over from it, so the counter never goes down.
+ * (a new loop, a restarted broker) starts over from it, so the counter never goes down. `source` keeps apart
+ * the totals of sources that add to the same series (the loop and each drain).
  */
-function followTotals(counter: Counter, label: string, seen: Map<string, number>, totals: Iterable<[string, number]>): void {
+function followTotals(counter: Counter, label: string, seen: Map<string, number>, totals: Iterable<[string, number]>, source = ''): void {
   for (const [value, total] of totals) {
-    const delta = total - (seen.get(value) ?? 0);
+    const key = `${source}\u0000${value}`;
+    const delta = total - (seen.get(key) ?? 0);
     if (delta > 0) counter.inc({ [label]: value }, delta);
-    seen.set(value, total);
+    seen.set(key, total);
   }
 }

@@ -7,9 +7,9 @@ import { startHandoff, startOwnerMove } from '../client/handoff';
 import { cancelMove, listMoves, MoveRefused, recentMoves, showMove, startFollowerMove } from '../client/moves';
 import { rebalancerStatus, setPaused, startDrain, undrain } from '../client/rebalancer';
 import { planToConvergence, scoreNodes } from '../planner';
-import type { InFlightMove, PlanInput, PlannerConfig } from '../planner/types';
+import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
-import type { MoveStatus, RebalancerStatus } from '../workflows/definitions';
+import { drainStatusQuery, type MoveStatus, type RebalancerStatus } from '../workflows/definitions';
 import type { AdminDeps, RebalancerState, ScoresView } from './deps';
 
 export interface AdminSources {
@@ -35,6 +35,14 @@ function planInput(topology: Topology, moves: MoveStatus[], cooldowns: PlanInput
   return { topology, inFlight: inFlight(moves), cooldowns, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
 }
 
+/** A workflow's planner decisions by op, as the admin API names them (by kind). */
+function byKind(startedByOp: Partial<Record<ProposalOp, number>> | undefined): RebalancerState['startedByKind'] {
+  return { 'follower-move': startedByOp?.follower_move ?? 0, 'owner-handoff': startedByOp?.owner_handoff ?? 0 };
+}
+
+/** How far back ended drains still count toward the planner decisions: far more than any scrape interval. */
+const DRAIN_LOOKBACK_MS = 3_600_000;
+
 function stateOf(s: RebalancerStatus): RebalancerState {
   const note = s.paused ?? s.lastResumed;
   return {
@@ -43,7 +51,7 @@ function stateOf(s: RebalancerStatus): RebalancerState {
     reason: s.paused?.reason ?? null,
     since: note ? new Date(note.at).toISOString() : null,
     waitingFor: s.waitingFor,
-    startedByKind: { 'follower-move': s.startedByOp?.follower_move ?? 0, 'owner-handoff': s.startedByOp?.owner_handoff ?? 0 },
+    startedByKind: byKind(s.startedByOp),
   };
 }
 
@@ -102,6 +110,22 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       },
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
+    },
+    async drainDecisions() {
+      const since = new Date(Date.now() - DRAIN_LOOKBACK_MS).toISOString();
+      // A run that continued as new carries its totals into the next one, which is listed instead.
+      const query = `WorkflowType = 'drain' AND TaskQueue = '${taskQueue}' AND (ExecutionStatus = 'Running' OR (CloseTime > '${since}' AND ExecutionStatus != 'ContinuedAsNew'))`;
+      const found: { drain: string; startedByKind: RebalancerState['startedByKind'] }[] = [];
+      for await (const w of client.workflow.list({ query })) {
+        const running = w.status.name === 'RUNNING';
+        // A run that ended between the listing and the query is read by its run id below, on the next scrape.
+        const status = await client.workflow
+          .getHandle(w.workflowId, running ? undefined : w.runId)
+          .query(drainStatusQuery)
+          .catch(() => null);
+        if (status) found.push({ drain: `${w.workflowId}@${status.since ?? w.runId}`, startedByKind: byKind(status.startedByOp) });
+      }
+      return found;
     },
     async relayLag() {
       // The feed's head, read forward from where the last look ended: cheap however long the feed is.

@@ -387,6 +387,10 @@ export interface DrainState {
   cooldowns: Cooldowns;
   ticks: number;
   moves: { started: number; completed: number; cancelled: number; aborted: number };
+  /** Moves started on the planner's proposals, by op, since the drain began. Absent in a state from an older run. */
+  startedByOp?: Record<ProposalOp, number>;
+  /** When the drain began (workflow time), carried across continue-as-new: with the workflow id, names one drain. */
+  since?: number;
 }
 
 export interface DrainStatus extends DrainState {

@@ -12,6 +12,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   workflowInfo,
@@ -53,12 +54,17 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
   }));
 
   const moveCount = () => state.moves.completed;
+  // A drain moves each copy off the node once and never back, so a partition it just handed off need not cool
+  // down before its follower copy there moves too: cooling it only held the drain for the partition cooldown.
+  const cooling = patched('drain-handoff-does-not-cool') ? { ...settings.planner, partitionCooldownMs: 0 } : settings.planner;
+  state.since ??= Date.now();
+  const startedByOp = (state.startedByOp ??= { follower_move: 0, owner_handoff: 0 });
 
   /** Snapshot, forget the moves that ended, and count what is left on the node. */
   async function look(): Promise<Snapshot> {
     const snapshot = await rebalancerSnapshot(state.inFlight, node);
     const now = Date.now();
-    const ended = recordEnded(state.inFlight, snapshot.ended, state.cooldowns, state.moves, now, settings.planner);
+    const ended = recordEnded(state.inFlight, snapshot.ended, state.cooldowns, state.moves, now, cooling);
     state.inFlight = ended.inFlight;
     state.moves = ended.counts;
     state.cooldowns = pruneCooldowns(ended.cooldowns, now);
@@ -88,6 +94,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
       }
       state.inFlight.push(result.move);
       state.moves.started++;
+      startedByOp[s.op]++;
       started.push(s.partition);
       void result.handle.result().then(
         () => (wake = true),

@@ -17,7 +17,7 @@ type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
 
 const taskQueue = `drain-${process.pid}`;
 const settings: RebalancerSettings = {
-  planner: { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 4, nodeCooldownMs: 0, partitionCooldownMs: 0 },
+  planner: { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 4, nodeCooldownMs: 0 },
   tickMs: 500,
   ticksPerRun: 20,
 };
@@ -128,7 +128,7 @@ describe('drain', () => {
     expect(phases.lastIndexOf('handing_off')).toBeLessThan(phases.indexOf('moving_followers'));
     for (const s of seen.filter((x) => x.phase === 'handing_off')) expect(s.inFlight.filter((m) => m.op === 'follower_move')).toEqual([]);
 
-    await replayAndKeep(client, handle.workflowId, 'drain-completed');
+    await replayAndKeep(client, handle.workflowId, 'drain-completed-handoff-does-not-cool');
     expect(await undrain({ client, cluster: cluster.client }, 'n1', 'back in service')).toBeNull();
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!.draining).toBe(false);
   });

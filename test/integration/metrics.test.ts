@@ -1,8 +1,8 @@
 /**
  * /metrics scraped during a move on a reference cluster and the shared dev server (partitions q-540..q-559 only):
  * the move's series (kind and phase, bytes remaining), the sync budget of its target, the relay lag, the
- * counters' names and types per Prometheus conventions, and the planner decisions of a loop whose moves all start
- * and end between two scrapes.
+ * counters' names and types per Prometheus conventions, and the planner decisions of a loop and of a drain whose
+ * moves all start and end between two scrapes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startAdminFixture, type AdminFixture } from './admin-fixture';
@@ -113,6 +113,32 @@ describe('planner decisions', () => {
     expect(counted.reduce((sum, m) => sum + Number(m[2]), 0)).toBe(moved.total);
     expect(value(after, /^rebalancer_moves\{/)).toBeUndefined();
     // Scraped again with nothing new, the counter stays.
-    expect([...(await scrape(g)).matchAll(/^rebalancer_planner_decisions_total\{.*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0)).toBe(moved.total);
+    expect(decided(await scrape(g))).toBe(moved.total);
+  });
+
+  it("counts a drain's moves too: every reconfiguration of the cluster is one planner decision", async () => {
+    // n3 holds a copy of every partition here and owns q-552: the drain hands that off and moves every copy,
+    // to n7 where a copy must stay in zone z3.
+    await g.cluster.client.joinNode('n7', 1, 'z3');
+    await g.deps.drain('n3', { actor: 'metrics-test', reason: 'count the drain' });
+    const ended = await eventually(
+      'the drain to end with every move it started, and no move to start around a scrape',
+      async () => {
+        const [before, drains, topology] = await Promise.all([reconfigurations(), g.deps.drainDecisions(), g.cluster.client.topology()]);
+        const drain = drains.find((d) => d.drain.startsWith('drain-n3@'));
+        const byDrain = Object.values(drain?.startedByKind ?? {}).reduce((a, b) => a + b, 0);
+        const held = topology.partitions.filter((p) => [p.owner, ...p.followers, ...p.learners].includes('n3')).length;
+        if (byDrain === 0 || held > 0 || before.running > 0) return undefined;
+        const text = await scrape(g);
+        const after = await reconfigurations();
+        return after.total === before.total && after.running === 0 ? { total: after.total, text } : undefined;
+      },
+      120_000,
+    );
+    expect(decided(ended.text)).toBe(ended.total);
   });
 });
+
+function decided(text: string): number {
+  return [...text.matchAll(/^rebalancer_planner_decisions_total\{.*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
