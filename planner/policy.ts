@@ -187,13 +187,21 @@ export class TickPlanner {
     this.refresh(from, to);
   }
 
-  /** Every copy leaves a draining node: owners by handoff to an admitted follower first, then follower moves. */
+  /**
+   * Every copy leaves a draining node: owners by handoff to an admitted follower first, then follower moves. A
+   * draining node that is down still sheds its follower copies (each move is then a replacement: the learner
+   * copies from the owner, nothing is asked of the node); what it owns moves by ordinary recovery first.
+   */
   drain(): void {
     for (const d of this.st.nodes) {
-      if (!d.draining || !d.live) continue;
+      if (!d.draining) continue;
       for (const p of [...d.parts]) {
         if (this.free <= 0) return;
         if (this.st.owner[p] !== d.index) continue;
+        if (!d.live) {
+          this.blocked ??= `drain of ${d.id}: ${d.id} is down and owns ${this.st.id(p)}: ordinary recovery moves its ownership first`;
+          continue;
+        }
         if (!this.partFree(p)) {
           this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.st.busy[p] ?? 'moved just now or cooling down'})`;
           continue;

@@ -166,4 +166,15 @@ describe('drain', () => {
     expect((await copiesOn('n2')).length).toBeGreaterThan(0);
     await replayAndKeep(client, handle.workflowId, 'drain-cancelled');
   });
+
+  it('empties a node that went down: recovery moves what it owned, the drain moves every copy off it', async () => {
+    expect((await copiesOn('n3')).length).toBeGreaterThan(0);
+    await cluster.client.fault({ fault: 'crash-node', node: 'n3' });
+    const handle = await startDrain(ctx(), { node: 'n3', by: 'carol', reason: 'n3 died', settings });
+    expect(await drainOutcome(handle)).toEqual({ status: 'completed', node: 'n3', moves: expect.any(Number) });
+    expect(await copiesOn('n3')).toEqual([]);
+    const t = await cluster.client.topology();
+    expect(t.partitions.filter((p) => p.pendingRecovery !== null)).toEqual([]);
+    for (const p of t.partitions) expect(p.followers.length + 1, p.id).toBe(p.replicationFactor);
+  });
 });

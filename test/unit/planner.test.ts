@@ -160,6 +160,23 @@ describe('planner: the policy', () => {
     for (const [p, h] of holders) expect(h.has('n2'), p).toBe(false);
     expect(plan.steps.filter((s) => s.from === 'n2')[0]!.reason).toMatch(/^drain n2: owner handed to/);
   });
+
+  it('drains a node that is down: every follower copy moves off it; what it owns waits for ordinary recovery', () => {
+    const t = ring(6, 0, 8);
+    t.nodes.find((n) => n.id === 'n2')!.live = false;
+    const owned = t.partitions.filter((p) => p.owner === 'n2');
+    // Recovery has moved ownership off n2 for all but one of the partitions it owned.
+    for (const p of owned.slice(1)) [p.owner, p.followers[0]] = [p.followers[0]!, p.owner];
+    const plan = planToConvergence(input(t, { draining: ['n2'] }), config);
+    const off = plan.steps.filter((s) => s.from === 'n2');
+    expect(off.every((s) => s.op === 'follower_move')).toBe(true);
+    expect(new Set(off.map((s) => s.partition))).toEqual(new Set(t.partitions.filter((p) => p.followers.includes('n2')).map((p) => p.id)));
+    // A down node that still owns a partition: the drain says what it waits for.
+    const one = topology([node('n1'), node('n2', { live: false, draining: true }), node('n3'), node('n4')], [partition('q-a', 'n2', ['n1', 'n3'])]);
+    const rest = planNow(input(one, { draining: ['n2'] }), { ...config, threshold: 100 });
+    expect(rest.steps).toEqual([]);
+    expect(rest.idleReason).toBe('drain of n2: n2 is down and owns q-a: ordinary recovery moves its ownership first');
+  });
 });
 
 describe('planner: predicted time', () => {
