@@ -342,7 +342,8 @@ describe('planner properties: the search skips only copies that cannot win', () 
 describe('planner plans pinned', () => {
   /**
    * Plans recorded from the planner before its state moved to typed arrays: a change to how the state is kept must
-   * not change a single proposal, reason or figure of a plan (sha256 of the plans in order).
+   * not change a single proposal, reason or figure of a plan (sha256 of the plans in order). Re-pinned when a rule
+   * changes on purpose (a down draining node sheds its follower copies: the random clusters include such nodes).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -358,7 +359,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1038, sha: '80edfe6113eee6a40841e8134f9da6f26d0ef0e8f5fde1bd620cdfcf8a80a2df' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1037, sha: '62aa5d44aab4d696b6e117fd18e45dec465789fb55b51f9e29ecb502873f4e6f' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
