@@ -13,6 +13,7 @@ import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { ClusterState } from '../planner/state';
+import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, type NodeNeed } from './bounds';
 
 const TARGETS = { movesRatio: 1.05, bytesRatio: 1.05, convergeRatio: 1.2, fullPlanMs: 2000, tickMs: 100 };
 const RATE = 4 * 1024 * 1024;
@@ -119,73 +120,57 @@ function drive(sim: ClusterSim, cfg: PlannerConfig, draining: string[]) {
   return { steps: done, convergeMs: sim.now - start, peak, converged: moves.size === 0 };
 }
 
-/**
- * Fewest moves and fewest bytes for one node to change its score by `need`, given the score change and bytes of
- * each copy it could take or give (one per partition): largest changes first for moves, a fractional knapsack by
- * bytes per unit of score for bytes.
- */
-function cheapest(need: number, options: { delta: number; bytes: number }[]): { moves: number; bytes: number } {
-  let moves = 0;
-  let got = 0;
-  for (const o of [...options].sort((a, b) => b.delta - a.delta)) {
-    if (got >= need - 1e-12) break;
-    got += o.delta;
-    moves++;
-  }
-  let bytes = 0;
-  let left = need;
-  for (const o of [...options].sort((a, b) => a.bytes / a.delta - b.bytes / b.delta)) {
-    if (left <= 1e-12) break;
-    const take = Math.min(1, left / o.delta);
-    bytes += take * o.bytes;
-    left -= take * o.delta;
-  }
-  return { moves, bytes };
-}
+/** Plans may move up to this much more than a bound when the joint bounds price the other figure. */
+const SLACK = 1.05;
 
-/** The fewest moves and bytes that bring every node within the threshold, and the bandwidth bound (README). */
+/**
+ * The fewest moves and bytes that bring every node within the threshold, the joint bounds (the fewest moves within
+ * 1.05 times the fewest bytes, the fewest bytes within 1.05 times the fewest moves) and the bandwidth bound (README).
+ */
 function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
   const t = cfg.threshold;
-  let gainMoves = 0;
+  const gains: NodeNeed[] = [];
   let shedMoves = 0;
-  let bytes = 0;
-  let busiest = 0;
   for (const n of st.nodes) {
     if (!st.stays(n)) continue;
     const dev = st.steady(n) - st.mean;
     if (dev > t) {
       const gives = n.parts.filter((p) => st.owner[p] !== n.index);
-      shedMoves += cheapest(dev - t, gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 }))).moves;
+      shedMoves += fewestMoves({ need: dev - t, copies: gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 })) });
     }
     if (dev >= -t) continue;
-    const takes = Array.from({ length: st.partCount }, (_, p) => p).filter((p) => !st.holds(p, n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
-    const c = cheapest(-t - dev, takes);
-    gainMoves += c.moves;
-    bytes += c.bytes;
-    busiest = Math.max(busiest, c.bytes);
+    const takes = Array.from({ length: st.partCount }, (_, p) => p).filter((p) => !st.holds(p, n.index));
+    gains.push({ need: -t - dev, copies: takes.map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) })) });
   }
   // Every copy on a draining node moves once (an owned one after its handoff), at the cheapest price a staying node could take it.
-  let drainMoves = 0;
   const drained: number[] = [];
   for (const n of st.nodes) {
     if (!n.draining || !n.live) continue;
     for (const p of n.parts) {
-      drainMoves++;
       let c = st.bytes[p]!;
       for (const [r, b] of st.retainedAt(p) ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
-      bytes += c;
       drained.push(c);
     }
   }
+  const drainBytes = drained.reduce((a, b) => a + b, 0);
+  const gainBytes = gains.map(fewestBytes);
+  const bytes = gainBytes.reduce((a, b) => a + b, 0) + drainBytes;
+  const moves = Math.max(gains.reduce((a, g) => a + fewestMoves(g), 0), shedMoves) + drained.length;
   const receivers = st.nodes.filter((n) => st.stays(n)).length;
   const parallel = Math.min(cfg.maxTransfersPerCluster, receivers);
   // Whole copies from a draining node: with at most `parallel` transfers at once, two of the parallel + 1 largest
   // run one after the other (each at most one node's rate).
   drained.sort((a, b) => b - a);
   const twoInARow = drained.length > parallel ? drained[parallel - 1]! + drained[parallel]! : 0;
-  const bandwidthMs = (1000 * Math.max(busiest, bytes / parallel, twoInARow)) / RATE;
-  return { moves: Math.max(gainMoves, shedMoves) + drainMoves, bytes: Math.round(bytes), bandwidthMs: Math.round(bandwidthMs) };
+  const bandwidthMs = (1000 * Math.max(0, ...gainBytes, bytes / parallel, twoInARow)) / RATE;
+  return {
+    moves,
+    bytes: Math.round(bytes),
+    bandwidthMs: Math.round(bandwidthMs),
+    movesAtBytesTarget: Math.max(fewestMovesWithinBytes(gains, SLACK * bytes - drainBytes), shedMoves) + drained.length,
+    bytesAtMovesTarget: Math.round(fewestBytesWithinMoves(gains, Math.floor(SLACK * moves + 1e-9) - drained.length) + drainBytes),
+  };
 }
 
 /** The topology after a baseline's new placement: partition id -> copies, owner first. */
@@ -285,6 +270,7 @@ function runScenario(s: Scenario): Record<string, unknown> {
       moves: lb.moves > 0 ? round(moves.length / lb.moves) : null,
       bytes: lb.bytes > 0 ? round(bytes / lb.bytes) : null,
       converge: lb.bandwidthMs > 0 ? round(run.convergeMs / lb.bandwidthMs) : null,
+      movesAtBytesTarget: lb.movesAtBytesTarget > 0 ? round(moves.length / lb.movesAtBytesTarget) : null,
     },
     targets: { ...TARGETS, outsideThreshold: 0, peakTransfersPerNode: cfg.maxTransfersPerNode, threshold: cfg.threshold },
     baselines: { roundRobin: baselineFigures(input, cfg, roundRobin(input)), greedyCount: baselineFigures(input, cfg, greedyCount(input)) },
