@@ -31,39 +31,54 @@ export function fewestMoves(n: NodeNeed): number {
   return moves;
 }
 
-/** min Σ x·cost(c) over fractions x ∈ [0, 1] of copies with Σ x·delta ≥ need: the cheapest per unit of score first. */
+/**
+ * min Σ x·cost(c) over fractions x ∈ [0, 1] of copies with Σ x·delta ≥ need: every copy of negative cost in full,
+ * then the cheapest per unit of score first.
+ */
 function knapsack(need: number, copies: Copy[], cost: (c: Copy) => number): number {
   let total = 0;
   let left = need;
   for (const c of [...copies].sort((a, b) => cost(a) / a.delta - cost(b) / b.delta)) {
-    if (left <= EPS) break;
-    const take = Math.min(1, left / c.delta);
-    total += take * cost(c);
+    const k = cost(c);
+    if (left <= EPS && k >= 0) break;
+    const take = k < 0 ? 1 : Math.min(1, left / c.delta);
+    total += take * k;
     left -= take * c.delta;
   }
   return total;
 }
 
-/** Fewest bytes that cover the need, copies taken in fractions: a fractional knapsack by bytes per unit of score. */
-export function fewestBytes(n: NodeNeed): number {
-  return knapsack(n.need, useful(n), (c) => c.bytes);
-}
-
 /**
- * For one node, a lower bound f(k) on the bytes of any k copies that cover its need, for k from the fewest moves
- * up to every copy. Relaxing "at most k copies" with a price μ ≥ 0 per copy: any k copies covering the need cost
- * at least K(μ) - μ·k, K(μ) the fractional knapsack with each copy costing bytes + μ. So f(k) = max over μ of
- * K(μ) - μ·k, valid at every μ (a grid of them here, μ = 0 included, where f is the bytes bound), and a maximum
- * of lines falling in k: convex and non-increasing, so each extra copy saves no more bytes than the one before.
+ * For one node, a lower bound f(k) on the bytes of any k whole copies that cover its need, for k from the fewest
+ * moves up to every copy. Pricing the count with μ (any sign): k copies covering the need cost at least
+ * K(μ) - μ·k, K(μ) the fractional knapsack with each copy costing bytes + μ (μ > 0 relaxes "at most k copies",
+ * μ < 0 "at least k"). So f(k) = max over μ of K(μ) - μ·k, valid at every μ (a grid of them here, μ = 0 included),
+ * and a maximum of lines in k: convex, so each extra copy saves no more bytes than the one before.
  */
 function bytesByMoves(n: NodeNeed): { kmin: number; kmax: number; f: (k: number) => number } {
   const copies = useful(n);
   const scale = copies.reduce((a, c) => a + c.bytes, 0) / Math.max(1, copies.length);
-  const grid = [0, ...Array.from({ length: 321 }, (_, j) => scale * 2 ** ((j - 160) / 8))];
-  const lines = grid.map((mu) => ({ mu, at0: knapsack(n.need, copies, (c) => c.bytes + mu) }));
+  const steps = Array.from({ length: 321 }, (_, j) => scale * 2 ** ((j - 160) / 8));
+  const lines = [0, ...steps, ...steps.map((x) => -x)].map((mu) => ({ mu, at0: knapsack(n.need, copies, (c) => c.bytes + mu) }));
   const kmin = fewestMoves(n);
   const kmax = Math.max(kmin, copies.length);
   return { kmin, kmax, f: (k) => Math.max(0, ...lines.map((l) => l.at0 - l.mu * k)) };
+}
+
+/**
+ * Fewest bytes that cover the need with whole copies: the least f(k) over the counts k a plan can have. At μ = 0
+ * it is the fractional knapsack by bytes per unit of score; the other prices make it whole copies' worth (a node
+ * that needs 66.7 copies of equal score change takes 67, not two-thirds of the last).
+ */
+export function fewestBytes(n: NodeNeed): number {
+  const c = bytesByMoves(n);
+  let best = c.f(c.kmin);
+  for (let k = c.kmin + 1; k <= c.kmax; k++) {
+    const b = c.f(k);
+    if (b >= best) break;
+    best = b;
+  }
+  return best;
 }
 
 interface Curve {
