@@ -166,9 +166,6 @@ function drive(sim: ClusterSim, cfg: PlannerConfig, draining: string[]) {
   return { steps: done, convergeMs: sim.now - start, peak, converged: moves.size === 0, fastestReceive: fastest };
 }
 
-/** Plans may move up to this much more than a bound when the joint bounds price the other figure. */
-const SLACK = 1.05;
-
 /**
  * The fewest moves and bytes that bring every node within the threshold, the joint bounds (the fewest moves within
  * 1.05 times the fewest bytes, the fewest bytes within 1.05 times the fewest moves) and the bandwidth bound (README).
@@ -214,8 +211,8 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
     moves,
     bytes: Math.round(bytes),
     bandwidthMs: Math.round(bandwidthMs),
-    movesAtBytesTarget: Math.max(fewestMovesWithinBytes(gains, SLACK * bytes - drainBytes), shedMoves) + drained.length,
-    bytesAtMovesTarget: Math.round(fewestBytesWithinMoves(gains, Math.floor(SLACK * moves + 1e-9) - drained.length) + drainBytes),
+    movesAtBytesTarget: Math.max(fewestMovesWithinBytes(gains, TARGETS.bytesRatio * bytes - drainBytes), shedMoves) + drained.length,
+    bytesAtMovesTarget: Math.round(fewestBytesWithinMoves(gains, Math.floor(TARGETS.movesRatio * moves + 1e-9) - drained.length) + drainBytes),
   };
 }
 
