@@ -1,10 +1,10 @@
 /**
- * `npm run bench -- planner`: the planner and the move protocol together on the reference cluster's stepped
- * simulation (ClusterSim in-process, its clock stepped here, the guarded writes driven directly, no Temporal), one
- * JSON line per scenario: what the planner did beside the scenario's lower bounds and two baselines on the same
- * cluster (a full round-robin re-spread, a count-only greedy balancer). Then the time to plan 1,000 nodes /
- * 100,000 partitions and of one tick; `--baseline DIR` times the planner of another checkout (e.g. a worktree of
- * main) in the same run beside it. Lower bounds are derived in README.md ("Load score and planner").
+ * `npm run bench -- planner`: the planner and the move protocol together on the reference cluster's simulation
+ * (ClusterSim in-process, its clock advanced here to the next catch-up, the guarded writes driven directly, no
+ * Temporal), one JSON line per scenario: what the planner did beside the scenario's lower bounds (bench/bounds.ts)
+ * and two baselines on the same cluster (bench/baselines.ts). Then the time to plan 1,000 nodes / 100,000
+ * partitions and of one tick; `--baseline DIR` times the planner of another checkout (e.g. a worktree of main) in
+ * the same run beside it. Lower bounds are derived in README.md ("Load score and planner").
  */
 import { createHash } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -13,7 +13,9 @@ import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { ClusterState } from '../planner/state';
+import { baselineFigures, greedyCount, roundRobin } from './baselines';
 import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, type NodeNeed } from './bounds';
+import { round } from './stats';
 
 const TARGETS = { movesRatio: 1.05, bytesRatio: 1.05, convergeRatio: 1.2, fullPlanMs: 2000, tickMs: 100 };
 const RATE = 4 * 1024 * 1024;
@@ -21,8 +23,6 @@ const MESSAGE_BYTES = 1024;
 const STEP_MS = 100;
 /** Simulated time after which a scenario that has not converged is reported as such. */
 const GIVE_UP_MS = 6 * 3600_000;
-
-const round = (x: number, d = 3): number => Number(x.toFixed(d));
 
 interface Scenario {
   name: string;
@@ -214,68 +214,6 @@ function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
     movesAtBytesTarget: Math.max(fewestMovesWithinBytes(gains, TARGETS.bytesRatio * bytes - drainBytes), shedMoves) + drained.length,
     bytesAtMovesTarget: Math.round(fewestBytesWithinMoves(gains, Math.floor(TARGETS.movesRatio * moves + 1e-9) - drained.length) + drainBytes),
   };
-}
-
-/** The topology after a baseline's new placement: partition id -> copies, owner first. */
-function placed(t: Topology, placement: Map<string, string[]>): Topology {
-  return {
-    ...t,
-    partitions: t.partitions.map((p) => {
-      const c = placement.get(p.id)!;
-      return { ...p, owner: c[0]!, followers: c.slice(1), learners: [], leaving: null } satisfies Partition;
-    }),
-  };
-}
-
-function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<string, string[]>) {
-  const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
-  let moves = 0;
-  let bytes = 0;
-  for (const [i, p] of input.topology.partitions.entries()) {
-    const before = new Set([p.owner, ...p.followers]);
-    for (const n of placement.get(p.id)!) {
-      if (before.has(n)) continue;
-      moves++;
-      bytes += st.bytesTo(i, st.nodeIndex.get(n)!);
-    }
-  }
-  const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, new Set(input.draining ?? []));
-  return { moves, bytes, maxDeviation: round(after.spread()) };
-}
-
-/** Kafka's reassignment tool style: every partition re-spread round robin over the nodes that stay. */
-function roundRobin(input: PlanInput): Map<string, string[]> {
-  const draining = new Set(input.draining ?? []);
-  const ids = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
-  return new Map(input.topology.partitions.map((p, i) => [p.id, Array.from({ length: 1 + p.followers.length }, (_, k) => ids[(i + k) % ids.length]!)]));
-}
-
-/** Count-only greedy: a follower copy from the node with the most copies to the one with the fewest, until they differ by one. */
-function greedyCount(input: PlanInput): Map<string, string[]> {
-  const draining = new Set(input.draining ?? []);
-  const placement = new Map(input.topology.partitions.map((p) => [p.id, [p.owner, ...p.followers]]));
-  const stay = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
-  const held = new Map<string, string[]>(input.topology.nodes.map((n) => [n.id, []]));
-  for (const [p, c] of placement) for (const n of c) held.get(n)!.push(p);
-  // Draining nodes give every copy to the node with the fewest.
-  const fewest = (p: string): string | undefined => stay.filter((n) => !placement.get(p)!.includes(n)).sort((a, b) => held.get(a)!.length - held.get(b)!.length)[0];
-  const move = (p: string, from: string, to: string): void => {
-    const c = placement.get(p)!;
-    c[c.indexOf(from)] = to;
-    held.set(from, held.get(from)!.filter((x) => x !== p));
-    held.get(to)!.push(p);
-  };
-  for (const d of draining) for (const p of [...held.get(d)!]) { const to = fewest(p); if (to) move(p, d, to); }
-  for (;;) {
-    const sorted = [...stay].sort((a, b) => held.get(b)!.length - held.get(a)!.length);
-    const most = sorted[0]!;
-    const least = sorted.at(-1)!;
-    if (held.get(most)!.length - held.get(least)!.length <= 1) break;
-    const p = held.get(most)!.find((q) => placement.get(q)![0] !== most && !placement.get(q)!.includes(least));
-    if (p === undefined) break;
-    move(p, most, least);
-  }
-  return placement;
 }
 
 function runScenario(s: Scenario): Record<string, unknown> {
