@@ -70,11 +70,10 @@ function config(s: Scenario): PlannerConfig {
 
 /**
  * Simulated ms until move m can take its next write at the earliest, from the simulation's rate model: a learner
- * (never a checkpoint here: the owners retain every message) copies at its node's transfer rate shared among the
- * node's transfers and is admitted once durable at the
- * confirmed tail and within the catch-up slack of a tail that publishes keep moving; a joined copy (to reach B) and
- * the counted copies of a handoff (to reach the final boundary) follow at the follow rate. Never later than the
- * real moment, so the driver wakes the move as the relay's progress signal would, give or take a millisecond.
+ * (never a checkpoint here: the owners retain every message) copies at its share of its node's transfer rate and is
+ * admitted once durable at the confirmed tail and within the catch-up slack of a tail that publishes keep moving; a
+ * joined copy (to reach B) and the counted copies of a handoff (to reach the final boundary) follow at the follow
+ * rate. Never later than the real moment, so the driver wakes the move as the relay's progress signal would.
  */
 function readyIn(sim: ClusterSim, m: Move): number {
   const p = sim.partition(m.partition);
