@@ -1,10 +1,10 @@
 /**
- * `npm run bench -- planner`: the planner and the move protocol together on the reference cluster's stepped
- * simulation (ClusterSim in-process, its clock stepped here, the guarded writes driven directly, no Temporal), one
- * JSON line per scenario: what the planner did beside the scenario's lower bounds and two baselines on the same
- * cluster (a full round-robin re-spread, a count-only greedy balancer). Then the time to plan 1,000 nodes /
- * 100,000 partitions and of one tick; `--baseline DIR` times the planner of another checkout (e.g. a worktree of
- * main) in the same run beside it. Lower bounds are derived in README.md ("Load score and planner").
+ * `npm run bench -- planner`: the planner and the move protocol together on the reference cluster's simulation
+ * (ClusterSim in-process, its clock advanced here to the next catch-up, the guarded writes driven directly, no
+ * Temporal), one JSON line per scenario: what the planner did beside the scenario's lower bounds (bench/bounds.ts)
+ * and two baselines on the same cluster (bench/baselines.ts). Then the time to plan 1,000 nodes / 100,000
+ * partitions and of one tick; `--baseline DIR` times the planner of another checkout (e.g. a worktree of main) in
+ * the same run beside it. Lower bounds are derived in README.md ("Load score and planner").
  */
 import { createHash } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -13,14 +13,16 @@ import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { ClusterState } from '../planner/state';
+import { baselineFigures, greedyCount, roundRobin } from './baselines';
+import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, type NodeNeed } from './bounds';
+import { round } from './stats';
 
 const TARGETS = { movesRatio: 1.05, bytesRatio: 1.05, convergeRatio: 1.2, fullPlanMs: 2000, tickMs: 100 };
 const RATE = 4 * 1024 * 1024;
+const MESSAGE_BYTES = 1024;
 const STEP_MS = 100;
 /** Simulated time after which a scenario that has not converged is reported as such. */
 const GIVE_UP_MS = 6 * 3600_000;
-
-const round = (x: number, d = 3): number => Number(x.toFixed(d));
 
 interface Scenario {
   name: string;
@@ -53,7 +55,7 @@ function build(s: Scenario): ClusterSim {
       if (zoned && placed.some((p) => s.nodes.find((n) => n[0] === p)![2] === zone)) continue;
       placed.push(id);
     }
-    sim.createPartition(`q-${i}`, 'queue', placed, { initialMessages: s.size(i), publishRate: s.rate(i), messageBytes: 1024 });
+    sim.createPartition(`q-${i}`, 'queue', placed, { initialMessages: s.size(i), publishRate: s.rate(i), messageBytes: MESSAGE_BYTES });
   }
   return sim;
 }
@@ -66,11 +68,49 @@ function config(s: Scenario): PlannerConfig {
   return { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerNode: 2, maxTransfersPerCluster: 16, syncBytesPerSec: RATE, nodeCooldownMs: 0, partitionCooldownMs: 0, ...s.config };
 }
 
+/**
+ * Simulated ms until move m can take its next write at the earliest, from the simulation's rate model: a learner
+ * (never a checkpoint here: the owners retain every message) copies at its share of its node's transfer rate and is
+ * admitted once durable at the confirmed tail and within the catch-up slack of a tail that publishes keep moving; a
+ * joined copy (to reach B) and the counted copies of a handoff (to reach the final boundary) follow at the follow
+ * rate. Never later than the real moment, so the driver wakes the move as the relay's progress signal would.
+ */
+function readyIn(sim: ClusterSim, m: Move): number {
+  const p = sim.partition(m.partition);
+  const c = sim.config;
+  if (m.stage === 'learner') {
+    const r = p.replicas[m.to];
+    if (r?.slot !== 'rebalance') return Infinity;
+    const perMs = c.transferBytesPerSec / Math.max(1, sim.slotsInUse.get(m.to) ?? 1) / 1000;
+    const toConfirmed = (Math.max(0, Math.min(p.confirmedTail, p.tail) - r.durable) * p.messageBytes) / perMs;
+    const publishedPerMs = (p.publishRate * p.messageBytes) / 1000;
+    const toSlack = (Math.max(0, p.tail - c.catchUpSlack - r.durable) * p.messageBytes) / (perMs - publishedPerMs);
+    return perMs > publishedPerMs ? Math.max(toConfirmed, toSlack) : Infinity;
+  }
+  const target = m.stage === 'swapped' ? (p.boundary?.offset ?? 0) : (p.finalBoundary ?? 0);
+  const copies = m.stage === 'swapped' ? [p.boundary?.joined ?? m.to] : p.followers;
+  const behind = Math.max(0, ...copies.map((n) => target - (p.replicas[n]?.durable ?? target)));
+  return behind / (c.followMessagesPerSec / 1000);
+}
+
+/** Per receiving node, the bytes its learners in flight hold (none here copies a checkpoint: the owners retain every message). */
+function received(sim: ClusterSim, moves: Iterable<Move>): Map<string, { bytes: number; transfers: number }> {
+  const out = new Map<string, { bytes: number; transfers: number }>();
+  for (const m of moves) {
+    if (m.stage !== 'learner') continue;
+    const p = sim.partition(m.partition);
+    const r = out.get(m.to) ?? { bytes: 0, transfers: 0 };
+    out.set(m.to, { bytes: r.bytes + (p.replicas[m.to]?.durable ?? 0) * p.messageBytes, transfers: r.transfers + 1 });
+  }
+  return out;
+}
+
 /** Drives the planner's proposals through the guarded writes until the planner has nothing more to do. */
 function drive(sim: ClusterSim, cfg: PlannerConfig, draining: string[]) {
   const moves = new Map<string, Move>();
   const done: Proposal[] = [];
   let peak = 0;
+  let fastest = 0;
   const start = sim.now;
   let key = 0;
   const w = (p: string, name: Parameters<ClusterSim['write']>[1], body: Record<string, unknown>) => {
@@ -114,140 +154,65 @@ function drive(sim: ClusterSim, cfg: PlannerConfig, draining: string[]) {
       done.push(s);
     }
     if ((moves.size === 0 && plan.steps.length === 0) || sim.now - start > GIVE_UP_MS) break;
-    sim.advance(STEP_MS);
+    const dt = Math.max(1, Math.floor(Math.min(STEP_MS, ...[...moves.values()].map((m) => readyIn(sim, m)))));
+    const before = received(sim, moves.values());
+    sim.advance(dt);
+    for (const [n, r] of received(sim, moves.values())) {
+      // A transfer may spend up to one message of budget carried from the step before.
+      fastest = Math.max(fastest, (r.bytes - before.get(n)!.bytes) / ((RATE * dt) / 1000 + r.transfers * MESSAGE_BYTES));
+    }
   }
-  return { steps: done, convergeMs: sim.now - start, peak, converged: moves.size === 0 };
+  return { steps: done, convergeMs: sim.now - start, peak, converged: moves.size === 0, fastestReceive: fastest };
 }
 
 /**
- * Fewest moves and fewest bytes for one node to change its score by `need`, given the score change and bytes of
- * each copy it could take or give (one per partition): largest changes first for moves, a fractional knapsack by
- * bytes per unit of score for bytes.
+ * The fewest moves and bytes that bring every node within the threshold, the joint bounds (the fewest moves within
+ * 1.05 times the fewest bytes, the fewest bytes within 1.05 times the fewest moves) and the bandwidth bound (README).
  */
-function cheapest(need: number, options: { delta: number; bytes: number }[]): { moves: number; bytes: number } {
-  let moves = 0;
-  let got = 0;
-  for (const o of [...options].sort((a, b) => b.delta - a.delta)) {
-    if (got >= need - 1e-12) break;
-    got += o.delta;
-    moves++;
-  }
-  let bytes = 0;
-  let left = need;
-  for (const o of [...options].sort((a, b) => a.bytes / a.delta - b.bytes / b.delta)) {
-    if (left <= 1e-12) break;
-    const take = Math.min(1, left / o.delta);
-    bytes += take * o.bytes;
-    left -= take * o.delta;
-  }
-  return { moves, bytes };
-}
-
-/** The fewest moves and bytes that bring every node within the threshold, and the bandwidth bound (README). */
 function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
   const t = cfg.threshold;
-  let gainMoves = 0;
+  const gains: NodeNeed[] = [];
   let shedMoves = 0;
-  let bytes = 0;
-  let busiest = 0;
   for (const n of st.nodes) {
     if (!st.stays(n)) continue;
     const dev = st.steady(n) - st.mean;
     if (dev > t) {
       const gives = n.parts.filter((p) => st.owner[p] !== n.index);
-      shedMoves += cheapest(dev - t, gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 }))).moves;
+      shedMoves += fewestMoves({ need: dev - t, copies: gives.map((p) => ({ delta: -st.copyDelta(p, n, false, -1), bytes: 0 })) });
     }
     if (dev >= -t) continue;
-    const takes = Array.from({ length: st.partCount }, (_, p) => p).filter((p) => !st.holds(p, n.index)).map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) }));
-    const c = cheapest(-t - dev, takes);
-    gainMoves += c.moves;
-    bytes += c.bytes;
-    busiest = Math.max(busiest, c.bytes);
+    const takes = Array.from({ length: st.partCount }, (_, p) => p).filter((p) => !st.holds(p, n.index));
+    gains.push({ need: -t - dev, copies: takes.map((p) => ({ delta: st.copyDelta(p, n, false, 1), bytes: st.bytesTo(p, n.index) })) });
   }
   // Every copy on a draining node moves once (an owned one after its handoff), at the cheapest price a staying node could take it.
-  let drainMoves = 0;
   const drained: number[] = [];
   for (const n of st.nodes) {
     if (!n.draining || !n.live) continue;
     for (const p of n.parts) {
-      drainMoves++;
       let c = st.bytes[p]!;
       for (const [r, b] of st.retainedAt(p) ?? []) if (st.stays(st.nodes[r]!)) c = Math.min(c, b);
-      bytes += c;
       drained.push(c);
     }
   }
+  const drainBytes = drained.reduce((a, b) => a + b, 0);
+  const gainBytes = gains.map(fewestBytes);
+  const bytes = gainBytes.reduce((a, b) => a + b, 0) + drainBytes;
+  const moves = Math.max(gains.reduce((a, g) => a + fewestMoves(g), 0), shedMoves) + drained.length;
   const receivers = st.nodes.filter((n) => st.stays(n)).length;
   const parallel = Math.min(cfg.maxTransfersPerCluster, receivers);
   // Whole copies from a draining node: with at most `parallel` transfers at once, two of the parallel + 1 largest
   // run one after the other (each at most one node's rate).
   drained.sort((a, b) => b - a);
   const twoInARow = drained.length > parallel ? drained[parallel - 1]! + drained[parallel]! : 0;
-  const bandwidthMs = (1000 * Math.max(busiest, bytes / parallel, twoInARow)) / RATE;
-  return { moves: Math.max(gainMoves, shedMoves) + drainMoves, bytes: Math.round(bytes), bandwidthMs: Math.round(bandwidthMs) };
-}
-
-/** The topology after a baseline's new placement: partition id -> copies, owner first. */
-function placed(t: Topology, placement: Map<string, string[]>): Topology {
+  const bandwidthMs = (1000 * Math.max(0, ...gainBytes, bytes / parallel, twoInARow)) / RATE;
   return {
-    ...t,
-    partitions: t.partitions.map((p) => {
-      const c = placement.get(p.id)!;
-      return { ...p, owner: c[0]!, followers: c.slice(1), learners: [], leaving: null } satisfies Partition;
-    }),
+    moves,
+    bytes: Math.round(bytes),
+    bandwidthMs: Math.round(bandwidthMs),
+    movesAtBytesTarget: Math.max(fewestMovesWithinBytes(gains, TARGETS.bytesRatio * bytes - drainBytes), shedMoves) + drained.length,
+    bytesAtMovesTarget: Math.round(fewestBytesWithinMoves(gains, Math.floor(TARGETS.movesRatio * moves + 1e-9) - drained.length) + drainBytes),
   };
-}
-
-function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<string, string[]>) {
-  const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
-  let moves = 0;
-  let bytes = 0;
-  for (const [i, p] of input.topology.partitions.entries()) {
-    const before = new Set([p.owner, ...p.followers]);
-    for (const n of placement.get(p.id)!) {
-      if (before.has(n)) continue;
-      moves++;
-      bytes += st.bytesTo(i, st.nodeIndex.get(n)!);
-    }
-  }
-  const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, new Set(input.draining ?? []));
-  return { moves, bytes, maxDeviation: round(after.spread()) };
-}
-
-/** Kafka's reassignment tool style: every partition re-spread round robin over the nodes that stay. */
-function roundRobin(input: PlanInput): Map<string, string[]> {
-  const draining = new Set(input.draining ?? []);
-  const ids = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
-  return new Map(input.topology.partitions.map((p, i) => [p.id, Array.from({ length: 1 + p.followers.length }, (_, k) => ids[(i + k) % ids.length]!)]));
-}
-
-/** Count-only greedy: a follower copy from the node with the most copies to the one with the fewest, until they differ by one. */
-function greedyCount(input: PlanInput): Map<string, string[]> {
-  const draining = new Set(input.draining ?? []);
-  const placement = new Map(input.topology.partitions.map((p) => [p.id, [p.owner, ...p.followers]]));
-  const stay = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
-  const held = new Map<string, string[]>(input.topology.nodes.map((n) => [n.id, []]));
-  for (const [p, c] of placement) for (const n of c) held.get(n)!.push(p);
-  // Draining nodes give every copy to the node with the fewest.
-  const fewest = (p: string): string | undefined => stay.filter((n) => !placement.get(p)!.includes(n)).sort((a, b) => held.get(a)!.length - held.get(b)!.length)[0];
-  const move = (p: string, from: string, to: string): void => {
-    const c = placement.get(p)!;
-    c[c.indexOf(from)] = to;
-    held.set(from, held.get(from)!.filter((x) => x !== p));
-    held.get(to)!.push(p);
-  };
-  for (const d of draining) for (const p of [...held.get(d)!]) { const to = fewest(p); if (to) move(p, d, to); }
-  for (;;) {
-    const sorted = [...stay].sort((a, b) => held.get(b)!.length - held.get(a)!.length);
-    const most = sorted[0]!;
-    const least = sorted.at(-1)!;
-    if (held.get(most)!.length - held.get(least)!.length <= 1) break;
-    const p = held.get(most)!.find((q) => placement.get(q)![0] !== most && !placement.get(q)!.includes(least));
-    if (p === undefined) break;
-    move(p, most, least);
-  }
-  return placement;
 }
 
 function runScenario(s: Scenario): Record<string, unknown> {
@@ -280,11 +245,15 @@ function runScenario(s: Scenario): Record<string, unknown> {
     outsideThreshold: devs.filter((d) => d > cfg.threshold + 1e-9).length,
     ...(s.draining === undefined ? {} : { copiesLeftOnDrained: leftOnDrained }),
     peakTransfersPerNode: run.peak,
+    // Bytes a node received in one step over its rate times the step (plus one carried message per transfer): at
+    // most 1 when the bandwidth bound's rate is the rate a node really gets.
+    fastestReceive: round(run.fastestReceive),
     lowerBound: lb,
     ratios: {
       moves: lb.moves > 0 ? round(moves.length / lb.moves) : null,
       bytes: lb.bytes > 0 ? round(bytes / lb.bytes) : null,
       converge: lb.bandwidthMs > 0 ? round(run.convergeMs / lb.bandwidthMs) : null,
+      movesAtBytesTarget: lb.movesAtBytesTarget > 0 ? round(moves.length / lb.movesAtBytesTarget) : null,
     },
     targets: { ...TARGETS, outsideThreshold: 0, peakTransfersPerNode: cfg.maxTransfersPerNode, threshold: cfg.threshold },
     baselines: { roundRobin: baselineFigures(input, cfg, roundRobin(input)), greedyCount: baselineFigures(input, cfg, greedyCount(input)) },

@@ -1,0 +1,131 @@
+/**
+ * The planner bench's lower bounds (bench/bounds.ts) against brute force over small random item sets: a bound above
+ * the true optimum would flatter the planner, so each property is also run against a wrong bound and must fail.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, type NodeNeed } from '../../bench/bounds';
+
+const RUNS = 300;
+
+/** Per node, every whole plan: for each count of copies, the fewest bytes of a subset of that size covering the need. */
+function plansOf(n: NodeNeed): Map<number, number> {
+  const useful = n.copies.filter((c) => c.delta > 1e-12);
+  const out = new Map<number, number>();
+  for (let mask = 0; mask < 1 << useful.length; mask++) {
+    const chosen = useful.filter((_, i) => mask & (1 << i));
+    if (chosen.reduce((a, c) => a + c.delta, 0) < n.need - 1e-12) continue;
+    const bytes = chosen.reduce((a, c) => a + c.bytes, 0);
+    out.set(chosen.length, Math.min(out.get(chosen.length) ?? Infinity, bytes));
+  }
+  return out;
+}
+
+/** Across nodes: total moves -> fewest total bytes of a whole plan with that many moves. */
+function exact(nodes: NodeNeed[]): Map<number, number> {
+  let acc = new Map([[0, 0]]);
+  for (const n of nodes) {
+    const next = new Map<number, number>();
+    for (const [m, b] of acc) for (const [k, c] of plansOf(n)) next.set(m + k, Math.min(next.get(m + k) ?? Infinity, b + c));
+    acc = next;
+  }
+  return acc;
+}
+
+const exactMovesWithin = (nodes: NodeNeed[], cap: number): number => Math.min(...[...exact(nodes)].filter(([, b]) => b <= cap + 1e-9).map(([m]) => m));
+const exactBytesWithin = (nodes: NodeNeed[], cap: number): number => Math.min(...[...exact(nodes)].filter(([m]) => m <= cap).map(([, b]) => b));
+
+/** 1-3 nodes of 1-6 copies each, every need reachable by taking all of a node's copies. */
+const nodesArb: fc.Arbitrary<NodeNeed[]> = fc.array(
+  fc
+    .record({
+      copies: fc.array(fc.record({ delta: fc.integer({ min: 1, max: 100 }).map((d) => d / 100), bytes: fc.integer({ min: 1, max: 1000 }) }), { minLength: 1, maxLength: 6 }),
+      share: fc.integer({ min: 1, max: 100 }),
+    })
+    .map(({ copies, share }) => ({ copies, need: (copies.reduce((a, c) => a + c.delta, 0) * share) / 100 })),
+  { minLength: 1, maxLength: 3 },
+);
+
+/** A cap factor of the separate bound: 1 (no slack) to 3. */
+const factorArb = fc.integer({ min: 100, max: 300 }).map((f) => f / 100);
+
+type Bound = (nodes: NodeNeed[], cap: number) => number;
+
+const sum = (nodes: NodeNeed[], f: (n: NodeNeed) => number): number => nodes.reduce((a, n) => a + f(n), 0);
+
+function holdsForMoves(bound: Bound): boolean {
+  return !fc.check(
+    fc.property(nodesArb, factorArb, (nodes, factor) => {
+      const cap = sum(nodes, fewestBytes) * factor;
+      return bound(nodes, cap) <= exactMovesWithin(nodes, cap);
+    }),
+    { numRuns: RUNS, seed: 11 },
+  ).failed;
+}
+
+function holdsForBytes(bound: Bound): boolean {
+  return !fc.check(
+    fc.property(nodesArb, factorArb, (nodes, factor) => {
+      const cap = Math.floor(sum(nodes, fewestMoves) * factor);
+      return bound(nodes, cap) <= exactBytesWithin(nodes, cap) + 1e-6;
+    }),
+    { numRuns: RUNS, seed: 11 },
+  ).failed;
+}
+
+describe('bench lower bounds', () => {
+  it('the separate bounds: fewest moves is exact for one node, fewest bytes never above the cheapest whole plan', () => {
+    fc.assert(
+      fc.property(nodesArb, (nodes) => {
+        for (const n of nodes) {
+          const plans = plansOf(n);
+          expect(fewestMoves(n)).toBe(Math.min(...plans.keys()));
+          expect(fewestBytes(n)).toBeLessThanOrEqual(Math.min(...plans.values()) * (1 + 1e-6));
+        }
+      }),
+      { numRuns: RUNS, seed: 11 },
+    );
+  });
+
+  it('with no cap the joint bounds are the separate ones', () => {
+    fc.assert(
+      fc.property(nodesArb, (nodes) => {
+        expect(fewestMovesWithinBytes(nodes, Infinity)).toBe(sum(nodes, fewestMoves));
+        expect(fewestBytesWithinMoves(nodes, Infinity)).toBeCloseTo(sum(nodes, fewestBytes), 6);
+      }),
+      { numRuns: RUNS, seed: 11 },
+    );
+  });
+
+  it('the joint bounds never exceed the true optimum under their cap', () => {
+    expect(holdsForMoves(fewestMovesWithinBytes)).toBe(true);
+    expect(holdsForBytes(fewestBytesWithinMoves)).toBe(true);
+  });
+
+  it('a wrong bound fails the same properties (the properties can fail)', () => {
+    // The moves of the fewest-bytes plan rounded up: a plan, not a bound, so above the optimum when a few large copies fit the cap.
+    const bytesPlanMoves: Bound = (nodes) => sum(nodes, (n) => Math.ceil(n.copies.length * (fewestBytes(n) / n.copies.reduce((a, c) => a + c.bytes, 0))) || fewestMoves(n));
+    expect(holdsForMoves(bytesPlanMoves)).toBe(false);
+    // Whole copies at the fewest moves' prices, no fractions: the bytes of one plan, above the optimum when a cheaper set of the same size exists.
+    const largestFirstBytes: Bound = (nodes) => sum(nodes, (n) => [...n.copies].sort((a, b) => b.delta - a.delta).slice(0, fewestMoves(n)).reduce((a, c) => a + c.bytes, 0));
+    expect(holdsForBytes(largestFirstBytes)).toBe(false);
+  });
+
+  it('whole copies: a need of 2.25 copies of equal score change takes 3 of them, not a quarter of the third', () => {
+    const node: NodeNeed = { need: 0.9, copies: Array.from({ length: 4 }, () => ({ delta: 0.4, bytes: 10 })) };
+    expect(fewestMoves(node)).toBe(3);
+    expect(fewestBytes(node)).toBeCloseTo(30, 6);
+  });
+
+  it('skewed sizes: one hot copy fixes the node alone, four cold ones fix it for 40% of its bytes', () => {
+    const node: NodeNeed = { need: 1, copies: [{ delta: 1, bytes: 100 }, ...Array.from({ length: 4 }, () => ({ delta: 0.25, bytes: 10 }))] };
+    expect(fewestMoves(node)).toBe(1);
+    expect(fewestBytes(node)).toBeCloseTo(40, 6);
+    // No plan of at most 42 bytes has fewer than the four cold copies; no plan of one move has fewer than 100 bytes.
+    expect(fewestMovesWithinBytes([node], 42)).toBe(4);
+    expect(fewestBytesWithinMoves([node], 1)).toBeCloseTo(100, 6);
+    // Any three copies cost 120 or more; the relaxation prices three at 60 (a third of the hot one), so at 60 it says 3, not 4.
+    expect(fewestMovesWithinBytes([node], 60)).toBe(3);
+    expect(exactMovesWithin([node], 60)).toBe(4);
+  });
+});
