@@ -21,10 +21,12 @@ const CLOSED_READ_MS = 200;
 /** How long the first wait for the final boundary polls the broker from the worker (a local activity). */
 const FIRST_WAIT_MS = 2_000;
 /**
- * The re-reads while admission is closed are due when their timer fires. Before this patch a read was due once
- * the workflow clock passed a mark, compared in the wait's condition: the one decision of the handoff taken on
- * the clock several times a second, and the one replay was seen to take differently. Histories without the
- * patch keep the clock.
+ * While admission is closed the broker is re-read when the wait's own timer fires, and by nothing else (the
+ * watch's poll is off). Before this patch a read was due once the workflow clock passed a mark, and the watch's
+ * poll read too. When a query completes the workflow task a read (a local activity) ran in, sdk-core records the
+ * read's marker in that task but hands the result to the workflow with the next task, at its later time and
+ * beside its events; replay hands it over in the first task. A read decided on the clock, or on whichever of two
+ * timers fired beside the result, could then be made on one side only. Histories without the patch read as before.
  */
 const READ_ON_TIMER = 'closed-read-on-timer';
 // A local activity: the wait that holds admission closed polls the broker with no server round trip per try.
@@ -79,7 +81,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     const first = await readWhenDurable(partition, fb, Math.min(quiet.maxClosedMs, FIRST_WAIT_MS));
     w.absorb(first.view, first.nodes);
     const every = Math.min(w.timing.pollMs, CLOSED_READ_MS);
-    // One read timer at a time (patched): it is armed after each read, and the next read waits for it to fire.
+    // Patched: the only read timer, armed after each read, so none is pending while a read runs.
     let readDue = false;
     let readAt = 0;
     const armRead = (): void => {
@@ -101,6 +103,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
             .map((n) => Math.max(0, w.durable(n)))
             .join(', ')}); reopens on ${A} after ${Math.round(quiet.maxClosedMs / 1000)}s`;
         },
+        !onTimer,
       );
       if (end !== 'read') return end;
       readDue = false;
