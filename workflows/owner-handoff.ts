@@ -7,7 +7,7 @@
  * and W never change. The time admission stays closed is measured on the workflow clock, from the close reply
  * to the reopen reply, shown in the status and kept in the outcome.
  */
-import { proxyLocalActivities, sleep } from '@temporalio/workflow';
+import { patched, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Refusal } from '../cluster/contract';
 import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from './definitions';
@@ -20,6 +20,15 @@ import { ACTIVITY_OPTIONS, type Interrupt } from './steps/watch';
 const CLOSED_READ_MS = 200;
 /** How long the first wait for the final boundary polls the broker from the worker (a local activity). */
 const FIRST_WAIT_MS = 2_000;
+/**
+ * While admission is closed the broker is re-read when the wait's own timer fires, and by nothing else (the
+ * watch's poll is off). Before this patch a read was due once the workflow clock passed a mark, and the watch's
+ * poll read too. When a query completes the workflow task a read (a local activity) ran in, sdk-core records the
+ * read's marker in that task but hands the result to the workflow with the next task, at its later time and
+ * beside its events; replay hands it over in the first task. A read decided on the clock, or on whichever of two
+ * timers fired beside the result, could then be made on one side only. Histories without the patch read as before.
+ */
+const READ_ON_TIMER = 'closed-read-on-timer';
 // A local activity: the wait that holds admission closed polls the broker with no server round trip per try.
 const { readWhenDurable } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 
@@ -67,16 +76,26 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
    */
   const durableAtFinal = async (fb: number): Promise<Interrupt | null> => {
     op.setPhase('waiting_for_final_boundary');
+    const onTimer = patched(READ_ON_TIMER);
     // Most handoffs end their wait here: the followers reach the final boundary within a replication round.
     const first = await readWhenDurable(partition, fb, Math.min(quiet.maxClosedMs, FIRST_WAIT_MS));
     w.absorb(first.view, first.nodes);
     const every = Math.min(w.timing.pollMs, CLOSED_READ_MS);
-    let readAt = Date.now() + every;
-    void sleep(every).then(() => w.version++);
+    // Patched: the only read timer, armed after each read, so none is pending while a read runs.
+    let readDue = false;
+    let readAt = 0;
+    const armRead = (): void => {
+      readAt = Date.now() + every;
+      void sleep(every).then(() => {
+        readDue = true;
+        w.version++;
+      });
+    };
+    armRead();
     for (;;) {
       const end = await w.waitFor(
         () => counted().every((n) => w.durable(n) >= fb),
-        () => beforeCommit() ?? (Date.now() >= readAt ? 'read' : null),
+        () => beforeCommit() ?? ((onTimer ? readDue : Date.now() >= readAt) ? 'read' : null),
         () => {
           const behind = counted().filter((n) => w.durable(n) < fb);
           const ms = showClosed() ?? 0;
@@ -84,11 +103,12 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
             .map((n) => Math.max(0, w.durable(n)))
             .join(', ')}); reopens on ${A} after ${Math.round(quiet.maxClosedMs / 1000)}s`;
         },
+        !onTimer,
       );
       if (end !== 'read') return end;
+      readDue = false;
       await w.read();
-      readAt = Date.now() + every;
-      void sleep(every).then(() => w.version++);
+      armRead();
     }
   };
 

@@ -293,20 +293,21 @@ export class Watch {
   /**
    * Wait until `done` or an interrupt, re-reading the broker when the poll timer is due. One poll timer at a
    * time, whatever signals arrive meanwhile: a delayed or dropped event costs at most pollMs, and no timer is
-   * started per signal or per wait.
+   * started per signal or per wait. A caller that re-reads on its own timer (an interrupt) asks for no poll:
+   * two read timers in one wait could fire beside a read's result in the first run and apart from it on replay.
    */
-  async waitFor<I extends string>(done: () => boolean, interrupts: () => I | null, describe: () => string): Promise<I | null> {
+  async waitFor<I extends string>(done: () => boolean, interrupts: () => I | null, describe: () => string, poll = true): Promise<I | null> {
     for (;;) {
       if (done()) return null;
       const why = interrupts();
       if (why) return why;
       this.onBlocked(describe());
-      if (this.pollDue) {
+      if (poll && this.pollDue) {
         this.pollDue = false;
         await this.read();
         continue;
       }
-      this.armPoll();
+      if (poll) this.armPoll();
       const seen = this.version;
       await condition(() => this.version !== seen);
     }
