@@ -40,6 +40,8 @@ function byKind(startedByOp: Partial<Record<ProposalOp, number>> | undefined): R
   return { 'follower-move': startedByOp?.follower_move ?? 0, 'owner-handoff': startedByOp?.owner_handoff ?? 0 };
 }
 
+type DrainDecisions = Awaited<ReturnType<AdminDeps['drainDecisions']>>[number];
+
 /** How far back ended drains still count toward the planner decisions: far more than any scrape interval. */
 const DRAIN_LOOKBACK_MS = 3_600_000;
 
@@ -61,6 +63,11 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
   const scope = relayScope(cluster.baseUrl, taskQueue);
   const relayId = relayWorkflowId(cluster.baseUrl, taskQueue);
   let feedHead = 0;
+  /**
+   * The decisions of drain runs that ended, by run id, while they are listed: an ended run's totals never change,
+   * and a query of it has a worker replay its whole history, on every scrape for the lookback's hour.
+   */
+  const endedDrains = new Map<string, DrainDecisions>();
   const loopStatus = () =>
     rebalancerStatus(client, scope).catch((err: unknown) => {
       if (err instanceof MoveRefused && err.code === 'no_rebalancer') return null;
@@ -115,16 +122,29 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       const since = new Date(Date.now() - DRAIN_LOOKBACK_MS).toISOString();
       // A run that continued as new carries its totals into the next one, which is listed instead.
       const query = `WorkflowType = 'drain' AND TaskQueue = '${taskQueue}' AND (ExecutionStatus = 'Running' OR (CloseTime > '${since}' AND ExecutionStatus != 'ContinuedAsNew'))`;
-      const found: { drain: string; startedByKind: RebalancerState['startedByKind'] }[] = [];
+      const found: DrainDecisions[] = [];
+      const listed = new Set<string>();
       for await (const w of client.workflow.list({ query })) {
         const running = w.status.name === 'RUNNING';
+        if (!running) {
+          listed.add(w.runId);
+          const known = endedDrains.get(w.runId);
+          if (known) {
+            found.push(known);
+            continue;
+          }
+        }
         // A run that ended between the listing and the query is read by its run id below, on the next scrape.
         const status = await client.workflow
           .getHandle(w.workflowId, running ? undefined : w.runId)
           .query(drainStatusQuery)
           .catch(() => null);
-        if (status) found.push({ drain: `${w.workflowId}@${status.since ?? w.runId}`, startedByKind: byKind(status.startedByOp) });
+        if (!status) continue;
+        const decisions = { drain: `${w.workflowId}@${status.since ?? w.runId}`, startedByKind: byKind(status.startedByOp) };
+        if (!running) endedDrains.set(w.runId, decisions);
+        found.push(decisions);
       }
+      for (const runId of endedDrains.keys()) if (!listed.has(runId)) endedDrains.delete(runId);
       return found;
     },
     async relayLag() {
