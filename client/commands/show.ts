@@ -4,10 +4,11 @@ import { formatBytes } from '../../workflows/format';
 import { showMove } from '../moves';
 import { defineCommand, outcomeLine, parseId, withConnection, type CommandDeps } from '../output';
 
-/** `label: value` lines with the values in one column, whatever the longest label. */
-function fields(rows: [string, string][]): string {
-  const width = Math.max(...rows.map(([label]) => label.length)) + 2;
-  return rows.map(([label, value]) => `${`${label}:`.padEnd(width)}${value}`).join('\n');
+/** `label: value` lines with the values in one column, whatever the longest label; a null row is not shown. */
+function fields(rows: ([string, string] | null)[]): string {
+  const shown = rows.filter((row) => row !== null);
+  const width = Math.max(...shown.map(([label]) => label.length)) + 2;
+  return shown.map(([label, value]) => `${`${label}:`.padEnd(width)}${value}`).join('\n');
 }
 
 function describe(workflow: string, s: MoveStatus): string {
@@ -22,10 +23,10 @@ function describe(workflow: string, s: MoveStatus): string {
     ['epoch', String(s.epoch ?? '-')],
     ['retries', String(s.retries)],
     ['blocked on', s.blockingReason ?? '-'],
-    ...(s.via ? [['via', `${s.via}${s.stage ? ` (stage ${s.stage})` : ''}`] as [string, string]] : []),
-    ...(s.finalBoundary != null ? [['final boundary', String(s.finalBoundary)] as [string, string]] : []),
-    ...(s.admissionClosedMs != null ? [['admission closed', `${s.admissionClosedMs} ms`] as [string, string]] : []),
-    ...(s.outcome ? [['outcome', outcomeLine(s.outcome)] as [string, string]] : []),
+    s.via ? ['via', `${s.via}${s.stage ? ` (stage ${s.stage})` : ''}`] : null,
+    s.finalBoundary != null ? ['final boundary', String(s.finalBoundary)] : null,
+    s.admissionClosedMs != null ? ['admission closed', `${s.admissionClosedMs} ms`] : null,
+    s.outcome ? ['outcome', outcomeLine(s.outcome)] : null,
   ]);
 }
 
@@ -43,7 +44,7 @@ export function register(program: Command, deps: CommandDeps): void {
         if (opts.json) return io.out(JSON.stringify(detail) + '\n');
         const workflow = `${detail.workflowId} (${detail.running ? 'running' : 'ended'})`;
         if (detail.status) io.out(describe(workflow, detail.status) + '\n');
-        else io.out(fields([['workflow', workflow], ...(detail.outcome ? [['outcome', outcomeLine(detail.outcome)] as [string, string]] : [])]) + '\n');
+        else io.out(fields([['workflow', workflow], detail.outcome ? ['outcome', outcomeLine(detail.outcome)] : null]) + '\n');
       });
     });
 }
