@@ -13,7 +13,7 @@ import { loadAdminEnv, startAdminService } from '../admin/main';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
-import { createLogger, installRuntimeLogger, prettyLine } from '../worker/logger';
+import { chooseLogFormat, createLogger, installRuntimeLogger, prettyEntry } from '../worker/logger';
 import { exampleMove } from '../client/moves';
 import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
@@ -27,7 +27,7 @@ const [env, settings, adminEnv] = (() => {
     return exitOnConfigError(err);
   }
 })();
-const logFormat = env.LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json');
+const logFormat = chooseLogFormat(env.LOG_FORMAT);
 const logger = createLogger(env.LOG_LEVEL, 'start', logFormat);
 const workerMetricsPort = adminEnv.WORKER_METRICS_PORT ?? 9464;
 const dataDir = path.resolve(PROJECT_ROOT, env.DATA_DIR);
@@ -169,7 +169,7 @@ function clusterOutput(): (chunk: string) => void {
     for (const line of lines) {
       try {
         const { service, ...entry } = JSON.parse(line) as Record<string, unknown>;
-        process.stdout.write(prettyLine(JSON.stringify({ name: service, ...entry })));
+        process.stdout.write(prettyEntry({ name: service, ...entry }));
       } catch {
         process.stdout.write(`${line}\n`);
       }

@@ -6,8 +6,12 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 export type LogFormat = 'json' | 'pretty';
 
 /** Readable lines on a terminal, pino's JSON otherwise (a file, a pipe, a service manager); LOG_FORMAT overrides. */
-export function createLogger(level: string, name = 'rebalancer', format: LogFormat = process.stdout.isTTY ? 'pretty' : 'json'): Logger {
-  return format === 'pretty' ? pino({ name, level }, prettyDestination((line) => process.stdout.write(line))) : pino({ name, level });
+export function chooseLogFormat(chosen?: LogFormat): LogFormat {
+  return chosen ?? (process.stdout.isTTY ? 'pretty' : 'json');
+}
+
+export function createLogger(level: string, name = 'rebalancer', format?: LogFormat): Logger {
+  return chooseLogFormat(format) === 'pretty' ? pino({ name, level }, prettyDestination((line) => process.stdout.write(line))) : pino({ name, level });
 }
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
@@ -21,7 +25,11 @@ function plainValue(value: unknown): string {
 
 /** Formats one pino JSON entry as `HH:MM:SS LEVEL name: message key=value ...`. */
 export function prettyLine(json: string): string {
-  const entry = JSON.parse(json) as Record<string, unknown>;
+  return prettyEntry(JSON.parse(json) as Record<string, unknown>);
+}
+
+/** prettyLine of an entry already parsed. */
+export function prettyEntry(entry: Record<string, unknown>): string {
   const time = new Date(entry.time as number).toISOString().slice(11, 19);
   const level = (LEVEL_NAMES[entry.level as number] ?? String(entry.level)).padEnd(5);
   const err = entry.err as { message?: string; stack?: string } | undefined;
