@@ -18,8 +18,15 @@ function placed(t: Topology, placement: Map<string, string[]>): Topology {
   };
 }
 
+/** The nodes a baseline places copies on: live, neither marked draining nor drained by the input. */
+function staying(input: PlanInput): string[] {
+  const draining = new Set(input.draining ?? []);
+  return input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
+}
+
 export function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement: Map<string, string[]>) {
-  const st = new ClusterState(input, cfg, new Set(input.draining ?? []));
+  const draining = new Set(input.draining ?? []);
+  const st = new ClusterState(input, cfg, draining);
   let moves = 0;
   let bytes = 0;
   for (const [i, p] of input.topology.partitions.entries()) {
@@ -30,14 +37,13 @@ export function baselineFigures(input: PlanInput, cfg: PlannerConfig, placement:
       bytes += st.bytesTo(i, st.nodeIndex.get(n)!);
     }
   }
-  const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, new Set(input.draining ?? []));
+  const after = new ClusterState({ ...input, topology: placed(input.topology, placement) }, cfg, draining);
   return { moves, bytes, maxDeviation: round(after.spread()) };
 }
 
 /** Kafka's reassignment tool style: every partition re-spread round robin over the nodes that stay. */
 export function roundRobin(input: PlanInput): Map<string, string[]> {
-  const draining = new Set(input.draining ?? []);
-  const ids = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
+  const ids = staying(input);
   return new Map(input.topology.partitions.map((p, i) => [p.id, Array.from({ length: 1 + p.followers.length }, (_, k) => ids[(i + k) % ids.length]!)]));
 }
 
@@ -45,7 +51,7 @@ export function roundRobin(input: PlanInput): Map<string, string[]> {
 export function greedyCount(input: PlanInput): Map<string, string[]> {
   const draining = new Set(input.draining ?? []);
   const placement = new Map(input.topology.partitions.map((p) => [p.id, [p.owner, ...p.followers]]));
-  const stay = input.topology.nodes.filter((n) => n.live && !n.draining && !draining.has(n.id)).map((n) => n.id);
+  const stay = staying(input);
   const held = new Map<string, string[]>(input.topology.nodes.map((n) => [n.id, []]));
   for (const [p, c] of placement) for (const n of c) held.get(n)!.push(p);
   // Draining nodes give every copy to the node with the fewest.
