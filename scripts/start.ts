@@ -236,6 +236,8 @@ try {
   // stopAll waits for both starts to settle, so a child that is still starting is never left behind.
   startup = Promise.allSettled(starts);
   const [address, clusterUrl] = await Promise.all(starts);
+  // The embedded cluster inherits CLUSTER_TOKEN from this process's environment, so every client here sends it.
+  const cluster = new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN });
   const worker = await createRebalancerWorker({
     temporal: temporalSettings(env, address),
     clusterUrl,
@@ -251,7 +253,7 @@ try {
   const admin = await startAdminService({
     env: adminEnv,
     client: worker.client,
-    cluster: new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }),
+    cluster,
     taskQueue: env.TEMPORAL_TASK_QUEUE,
     namespace: env.TEMPORAL_NAMESPACE,
     planner: settings.planner,
@@ -269,11 +271,11 @@ try {
       `  Temporal server:    ${address} (namespace ${env.TEMPORAL_NAMESPACE}, task queue ${env.TEMPORAL_TASK_QUEUE})\n` +
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
       `  watch:              npx rebalancer moves --watch\n` +
-      `  try:                npx ${(await new ClusterClient(clusterUrl, { token: env.CLUSTER_TOKEN }).topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +
+      `  try:                npx ${(await cluster.topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +
       `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid}\n\n`,
   );
   if (!env.CLUSTER_URL) {
-    void demoJoin(new ClusterClient(clusterUrl)).catch((err: unknown) => {
+    void demoJoin(cluster).catch((err: unknown) => {
       if (!stopping.signal.aborted) logger.warn({ err: (err as Error).message }, 'demo: the node join failed; the rest runs on');
     });
   }
