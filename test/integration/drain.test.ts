@@ -11,9 +11,7 @@ import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/reb
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
-
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
 const taskQueue = `drain-${process.pid}`;
 const settings: RebalancerSettings = {

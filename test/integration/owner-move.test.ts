@@ -11,9 +11,9 @@ import type { Partition } from '../../cluster/contract';
 import { KindKey } from '../../workflows/search-attributes';
 import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../workflows/definitions';
 import { runCli } from '../../client/cli';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
+import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;
 let stopWorker: () => Promise<void>;

@@ -16,9 +16,7 @@ import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
-
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 const taskQueue = `rebalancer-loop-${process.pid}`;
 const SETTINGS: RebalancerSettings = {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFollowerMove } from '../../client/moves';
 import { statusQuery } from '../../workflows/definitions';
 import { PhaseKey, PhaseSinceKey } from '../../workflows/search-attributes';
-import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, startWorker } from './helpers';
+import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, startWorker, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
 const readme = fs.readFileSync(path.resolve(import.meta.dirname, '../../README.md'), 'utf8');
@@ -24,7 +24,7 @@ function readmeQuery(label: string): string {
   return query;
 }
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let stopWorker: () => Promise<void>;
 let armed: Armed | null = null;
