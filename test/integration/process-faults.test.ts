@@ -3,8 +3,6 @@
  * cluster killed with SIGKILL and restarted on its database, the Temporal dev server restarted on its
  * database. Each move completes with zero breaches, and its history replays under the current code.
  */
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
@@ -16,7 +14,7 @@ import { statusQuery, type MovePhase } from '../../workflows/definitions';
 import type { followerMoveV2 } from '../../workflows/follower-move-v2';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 import { spawnCluster } from '../../cluster/spawn';
-import { spawnWorker } from './processes';
+import { spawnWorker, tmpDir } from './processes';
 
 /** Slow enough transfers that the move spends seconds catching up: room to kill things mid-move. */
 const SLOW = { initialMessages: 8_000, retainMessages: 2_000, transferBytesPerSec: 2_000_000 };
@@ -24,10 +22,6 @@ const SLOW_FLAGS = { nodes: 6, partitions: 43, streams: 0, 'tick-ms': 50, 'initi
 const PAST_SWAP: MovePhase[] = ['swapping', 'covering_boundary', 'removing', 'completed'];
 /** Past the swap (B recorded) and not yet ended. */
 const AFTER_SWAP: MovePhase[] = ['covering_boundary', 'removing'];
-
-function tmp(name: string): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `rebalancer-${name}-`));
-}
 
 async function phaseOf(handle: WorkflowHandle<typeof followerMoveV2>): Promise<MovePhase | undefined> {
   return handle.query(statusQuery).then((s) => s.phase, () => undefined);
@@ -53,7 +47,7 @@ describe('process faults during a follower move', () => {
     // A swap is accepted however far T is behind the tail (a large catch-up slack): see the stall below.
     const cluster = await startTestCluster({ ...SLOW, catchUpSlack: 1_000_000 }, { nodes: 6, partitions: 43, streams: 0 });
     const taskQueue = `kill-worker-${process.pid}`;
-    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
+    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmpDir('worker') };
     const client = await connectClient();
     let worker = await spawnWorker(env);
     try {
@@ -100,7 +94,7 @@ describe('process faults during a follower move', () => {
 
   it('the reference cluster is killed with SIGKILL mid-move and restarted on its database', async () => {
     const port = await freePort();
-    const data = tmp('cluster');
+    const data = tmpDir('cluster');
     const url = `http://127.0.0.1:${port}`;
     let broker = await spawnCluster(SLOW_FLAGS, { port, dataDir: data });
     const cluster = new ClusterClient(url);
@@ -132,7 +126,7 @@ describe('process faults during a follower move', () => {
 
   it('the Temporal dev server is restarted on its database mid-move', async () => {
     const executable = await ensureTemporalCli();
-    const dbFile = path.join(tmp('temporal'), 'temporal.db');
+    const dbFile = path.join(tmpDir('temporal'), 'temporal.db');
     const port = await freePort();
     let server = await startDevServer({ executable, dbFile, port, uiPort: null });
     const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 43, streams: 0 });
