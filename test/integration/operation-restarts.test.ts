@@ -77,11 +77,7 @@ function useRig(kind: Kind, closeFirst: () => Promise<void>): Rig {
     rig.client = await connectClient(address);
     rig.ctx = { client: rig.client, cluster: rig.broker, taskQueue };
     // Each partition's write goes through the hold armed for it, if any.
-    const { w, running } = await startWorker(clusterUrl, taskQueue, (real) => ({
-      partition: (id) => real.partition(id),
-      nodes: () => real.nodes(),
-      write: (id, write, request) => armFault(real, () => rig.armed.get(id) ?? null).write(id, write, request),
-    }), address);
+    const { w, running } = await startWorker(clusterUrl, taskQueue, (real) => armFault(real, (id) => rig.armed.get(id) ?? null), address);
     closers.push(async () => {
       w.shutdown();
       await running;
