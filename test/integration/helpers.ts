@@ -13,6 +13,7 @@ import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
 import type { MoveOutcome } from '../../workflows/definitions';
+import { holders } from '../../workflows/rebalancer-rules';
 import { testFileNamespace } from './namespaces';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
@@ -113,6 +114,11 @@ export async function startSuite(
     await cluster.close();
   };
   return { cluster, client, ctx: { client, cluster: cluster.client, taskQueue }, relayWorkflowId: w.relayWorkflowId, stop };
+}
+
+/** The partitions with a copy on `node`: owned, followed, learning or leaving. */
+export async function copiesOn(cluster: ClusterClient, node: string): Promise<string[]> {
+  return (await cluster.topology()).partitions.filter((p) => holders(p).includes(node)).map((p) => p.id);
 }
 
 /** Poll until `check` returns a value (not undefined), or fail after `timeoutMs`. */
