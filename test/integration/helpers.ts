@@ -6,6 +6,7 @@ import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../client/mo
 import { expect, inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
+import type { Partition } from '../../cluster/contract';
 import { startCluster, type RunningCluster } from '../../cluster/server';
 import type { SimConfig } from '../../cluster/sim/types';
 import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type RebalancerWorkerOptions } from '../../worker/worker';
@@ -115,6 +116,9 @@ export async function startSuite(
   };
   return { cluster, client, ctx: { client, cluster: cluster.client, taskQueue }, relayWorkflowId: w.relayWorkflowId, stop };
 }
+
+/** The counted copies of a partition (owner and followers), sorted. */
+export const counted = (p: Partition): string[] => [p.owner, ...p.followers].sort();
 
 /** The partitions with a copy on `node`: owned, followed, learning or leaving. */
 export async function copiesOn(cluster: ClusterClient, node: string): Promise<string[]> {
