@@ -15,12 +15,12 @@ import type { SimConfig } from '../../cluster/sim/types';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import type { PlannerConfig } from '../../planner/types';
 import { createRebalancerWorker } from '../../worker/worker';
-import { connectClient, logger, startTestCluster, temporalAddress, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
+import { connectClient, logger, startTestCluster, temporalAddress, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 export const TOKEN = 'test-admin-token-0123456789';
 
 export interface AdminFixture {
-  cluster: Awaited<ReturnType<typeof startTestCluster>>;
+  cluster: TestCluster;
   client: Client;
   deps: AdminDeps;
   admin: RunningAdmin;

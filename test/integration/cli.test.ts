@@ -10,9 +10,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
 import { buildCli } from '../../client/cli';
-import { connectClient, eventually, pickMove, startTestCluster, startWorker, temporalEnv } from './helpers';
-
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+import { connectClient, eventually, pickMove, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
 let cluster: TestCluster;
 let client: Client;

@@ -10,10 +10,7 @@ import { MoveRefused } from '../../client/moves';
 import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
-import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
-
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+import { connectClient, copiesOn, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
 const taskQueue = `drain-${process.pid}`;
 const settings: RebalancerSettings = {
@@ -59,10 +56,6 @@ afterEach(async () => {
   expect((await cluster.client.invariants()).breaches).toEqual([]);
 });
 
-async function copiesOn(node: string): Promise<string[]> {
-  return (await cluster.client.topology()).partitions.filter((p) => holders(p).includes(node)).map((p) => p.id);
-}
-
 async function refusal(promise: Promise<unknown>): Promise<MoveRefused> {
   const err = await promise.catch((e: unknown) => e);
   expect(err).toBeInstanceOf(MoveRefused);
@@ -93,7 +86,7 @@ describe('drain', () => {
   });
 
   it('empties a node owning and following many partitions: handoffs first, then follower moves, across a worker restart', async () => {
-    expect(await copiesOn('n1')).toHaveLength(8);
+    expect(await copiesOn(cluster.client, 'n1')).toHaveLength(8);
     const handle = await startDrain(ctx(), { node: 'n1', by: 'alice', reason: 'decommission', settings });
     const seen: DrainStatus[] = [];
     const outcome = drainOutcome(handle);
@@ -113,7 +106,7 @@ describe('drain', () => {
     }
     expect(restarted).toBe(true);
     expect(await outcome).toEqual({ status: 'completed', node: 'n1', moves: expect.any(Number) });
-    expect(await copiesOn('n1')).toEqual([]);
+    expect(await copiesOn(cluster.client, 'n1')).toEqual([]);
     const n1 = (await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!;
     expect(n1.draining).toBe(true);
 
@@ -134,7 +127,7 @@ describe('drain', () => {
   });
 
   it('undrain cancels a drain: no new move starts, the move in flight ends, the mark is cleared', async () => {
-    const before = await copiesOn('n2');
+    const before = await copiesOn(cluster.client, 'n2');
     // One move at a time, so the drain is cancelled with most of n2 still on it.
     const oneAtATime = { ...settings, planner: { ...settings.planner, maxTransfersPerNode: 1, maxTransfersPerCluster: 1 } };
     const handle = await startDrain(ctx(), { node: 'n2', by: 'bob', reason: 'maybe', settings: oneAtATime });
@@ -162,17 +155,17 @@ describe('drain', () => {
     expect(final.moves.started).toBe(started);
     expect(final.inFlight).toEqual([]);
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
-    expect((await copiesOn('n2')).length).toBeGreaterThanOrEqual(before.length - final.moves.completed);
-    expect((await copiesOn('n2')).length).toBeGreaterThan(0);
+    expect((await copiesOn(cluster.client, 'n2')).length).toBeGreaterThanOrEqual(before.length - final.moves.completed);
+    expect((await copiesOn(cluster.client, 'n2')).length).toBeGreaterThan(0);
     await replayAndKeep(client, handle.workflowId, 'drain-cancelled');
   });
 
   it('empties a node that went down: recovery moves what it owned, the drain moves every copy off it', async () => {
-    expect((await copiesOn('n3')).length).toBeGreaterThan(0);
+    expect((await copiesOn(cluster.client, 'n3')).length).toBeGreaterThan(0);
     await cluster.client.fault({ fault: 'crash-node', node: 'n3' });
     const handle = await startDrain(ctx(), { node: 'n3', by: 'carol', reason: 'n3 died', settings });
     expect(await drainOutcome(handle)).toEqual({ status: 'completed', node: 'n3', moves: expect.any(Number) });
-    expect(await copiesOn('n3')).toEqual([]);
+    expect(await copiesOn(cluster.client, 'n3')).toEqual([]);
     const t = await cluster.client.topology();
     expect(t.partitions.filter((p) => p.pendingRecovery !== null)).toEqual([]);
     for (const p of t.partitions) expect(p.followers.length + 1, p.id).toBe(p.replicationFactor);

@@ -13,7 +13,6 @@ import { WORKFLOWS_PATH } from '../../worker/worker';
 import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
 import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, startTestCluster, startWorker, temporalAddress, temporalNamespace, type TestCluster } from './helpers';
 
-
 let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;

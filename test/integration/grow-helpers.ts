@@ -10,7 +10,7 @@ import type { Partition } from '../../cluster/contract';
 import { MoveRefused, type MovesContext } from '../../client/moves';
 import type { SimConfig } from '../../cluster/sim/types';
 import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
-import { eventually, startSuite, startTestCluster } from './helpers';
+import { eventually, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
 export { healAfter, type Armed } from './write-faults';
@@ -64,7 +64,7 @@ export function settled(broker: ClusterClient, id: string): Promise<Partition> {
 
 /** What a test file of these operations works with, filled in by the hooks `useSuite` registers. */
 export interface Suite {
-  cluster: Awaited<ReturnType<typeof startTestCluster>>;
+  cluster: TestCluster;
   client: Client;
   ctx: MovesContext;
   relay: Relay;

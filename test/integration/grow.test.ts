@@ -14,7 +14,7 @@ import { cancelMove } from '../../client/moves';
 import { writeRequirement, type Fault, type GuardedWriteName, type Partition } from '../../cluster/contract';
 import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import { KindKey } from '../../workflows/search-attributes';
-import { eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
+import { counted, eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
 import { type Armed, freshPartition, healAfter, refusal, settled, untilPhase, useSuite } from './grow-helpers';
 
 const taskQueue = `grow-${process.pid}`;
@@ -30,7 +30,6 @@ async function partition(id: string): Promise<Partition> {
 
 /** The increase happened: T counts, the replication factor rose by one and W follows from it; nothing else moved. */
 function expectGrown(before: Partition, after: Partition, to: string): void {
-  const counted = (p: Partition) => [p.owner, ...p.followers].sort();
   expect(counted(after)).toEqual([...counted(before), to].sort());
   expect(after.replicationFactor).toBe(before.replicationFactor + 1);
   expect(after.writeRequirement).toBe(writeRequirement(after.durability, before.replicationFactor + 1));

@@ -6,6 +6,7 @@ import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../client/mo
 import { expect, inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
+import type { Partition } from '../../cluster/contract';
 import { startCluster, type RunningCluster } from '../../cluster/server';
 import type { SimConfig } from '../../cluster/sim/types';
 import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type RebalancerWorkerOptions } from '../../worker/worker';
@@ -13,6 +14,7 @@ import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
 import type { MoveOutcome } from '../../workflows/definitions';
+import { holders } from '../../workflows/rebalancer-rules';
 import { testFileNamespace } from './namespaces';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
@@ -113,6 +115,14 @@ export async function startSuite(
     await cluster.close();
   };
   return { cluster, client, ctx: { client, cluster: cluster.client, taskQueue }, relayWorkflowId: w.relayWorkflowId, stop };
+}
+
+/** The counted copies of a partition (owner and followers), sorted. */
+export const counted = (p: Partition): string[] => [p.owner, ...p.followers].sort();
+
+/** The partitions with a copy on `node`: owned, followed, learning or leaving. */
+export async function copiesOn(cluster: ClusterClient, node: string): Promise<string[]> {
+  return (await cluster.topology()).partitions.filter((p) => holders(p).includes(node)).map((p) => p.id);
 }
 
 /** Poll until `check` returns a value (not undefined), or fail after `timeoutMs`. */

@@ -21,7 +21,7 @@ import type { MovesContext } from '../../client/moves';
 import { ClusterClient } from '../../cluster/client';
 import { writeRequirement, type GuardedWriteName, type Partition } from '../../cluster/contract';
 import { reconfigurationWorkflowId, statusQuery, type MoveOutcome, type MovePhase } from '../../workflows/definitions';
-import { connectClient, eventually, outcomeOf, replayAndKeep, startTestCluster, startWorker } from './helpers';
+import { connectClient, counted, eventually, outcomeOf, replayAndKeep, startTestCluster, startWorker } from './helpers';
 import { restartableCluster, restartableTemporal, type Restartable } from './processes';
 import { armFault, type Armed } from './write-faults';
 
@@ -77,11 +77,7 @@ function useRig(kind: Kind, closeFirst: () => Promise<void>): Rig {
     rig.client = await connectClient(address);
     rig.ctx = { client: rig.client, cluster: rig.broker, taskQueue };
     // Each partition's write goes through the hold armed for it, if any.
-    const { w, running } = await startWorker(clusterUrl, taskQueue, (real) => ({
-      partition: (id) => real.partition(id),
-      nodes: () => real.nodes(),
-      write: (id, write, request) => armFault(real, () => rig.armed.get(id) ?? null).write(id, write, request),
-    }), address);
+    const { w, running } = await startWorker(clusterUrl, taskQueue, (real) => armFault(real, (id) => rig.armed.get(id) ?? null), address);
     closers.push(async () => {
       w.shutdown();
       await running;
@@ -251,7 +247,6 @@ async function noneLostOrDuplicated(rig: Rig, id: string, pub: Publisher, owner:
   expect(settled.replicas.find((r) => r.node === owner)!.durableOffset).toBeGreaterThanOrEqual(last);
 }
 
-const counted = (p: Partition) => [p.owner, ...p.followers].sort();
 
 /**
  * A handoff from n3 to n6 (n7 the other counted copy), an increase onto n5, a replacement of the lost n8 by n5,

@@ -11,29 +11,21 @@ import type { Partition } from '../../cluster/contract';
 import { KindKey } from '../../workflows/search-attributes';
 import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../workflows/definitions';
 import { runCli } from '../../client/cli';
-import { connectClient, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
+import { eventually, replayAndKeep, startSuite, temporalEnv, type TestCluster } from './helpers';
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let ctx: MovesContext;
-let stopWorker: () => Promise<void>;
+let stop: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  cluster = await startTestCluster({}, { nodes: 6, partitions: 0, streams: 0 });
-  client = await connectClient();
   const taskQueue = `owner-move-${process.pid}`;
-  const { w, running } = await startWorker(cluster.url, taskQueue);
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
-  ctx = { client, cluster: cluster.client, taskQueue };
+  ({ cluster, client, ctx, stop } = await startSuite(taskQueue, { shape: { nodes: 6, partitions: 0, streams: 0 } }));
   Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
 
 afterAll(async () => {
-  await stopWorker?.();
-  await cluster?.close();
+  await stop?.();
 });
 
 /** How it ended, whatever Temporal status it ended in (every ending carries an outcome). */

@@ -3,20 +3,14 @@
  * cluster killed with SIGKILL and restarted on its database, the Temporal dev server restarted on its
  * database. Each move completes with zero breaches, and its history replays under the current code.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { startFollowerMove } from '../../client/moves';
 import { ClusterClient } from '../../cluster/client';
-import { freePort, startDevServer } from '../../scripts/dev-server';
-import { ensureTemporalCli } from '../../scripts/temporal-cli';
 import { statusQuery, type MovePhase } from '../../workflows/definitions';
 import type { followerMoveV2 } from '../../workflows/follower-move-v2';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
-import { spawnCluster } from '../../cluster/spawn';
-import { spawnWorker } from './processes';
+import { restartableCluster, restartableTemporal, spawnWorker, tmpDir } from './processes';
 
 /** Slow enough transfers that the move spends seconds catching up: room to kill things mid-move. */
 const SLOW = { initialMessages: 8_000, retainMessages: 2_000, transferBytesPerSec: 2_000_000 };
@@ -24,10 +18,6 @@ const SLOW_FLAGS = { nodes: 6, partitions: 43, streams: 0, 'tick-ms': 50, 'initi
 const PAST_SWAP: MovePhase[] = ['swapping', 'covering_boundary', 'removing', 'completed'];
 /** Past the swap (B recorded) and not yet ended. */
 const AFTER_SWAP: MovePhase[] = ['covering_boundary', 'removing'];
-
-function tmp(name: string): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `rebalancer-${name}-`));
-}
 
 async function phaseOf(handle: WorkflowHandle<typeof followerMoveV2>): Promise<MovePhase | undefined> {
   return handle.query(statusQuery).then((s) => s.phase, () => undefined);
@@ -53,7 +43,7 @@ describe('process faults during a follower move', () => {
     // A swap is accepted however far T is behind the tail (a large catch-up slack): see the stall below.
     const cluster = await startTestCluster({ ...SLOW, catchUpSlack: 1_000_000 }, { nodes: 6, partitions: 43, streams: 0 });
     const taskQueue = `kill-worker-${process.pid}`;
-    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmp('worker') };
+    const env = { ...temporalEnv(), TEMPORAL_TASK_QUEUE: taskQueue, CLUSTER_URL: cluster.url, DATA_DIR: tmpDir('worker') };
     const client = await connectClient();
     let worker = await spawnWorker(env);
     try {
@@ -99,10 +89,8 @@ describe('process faults during a follower move', () => {
   });
 
   it('the reference cluster is killed with SIGKILL mid-move and restarted on its database', async () => {
-    const port = await freePort();
-    const data = tmp('cluster');
-    const url = `http://127.0.0.1:${port}`;
-    let broker = await spawnCluster(SLOW_FLAGS, { port, dataDir: data });
+    const broker = await restartableCluster(SLOW_FLAGS);
+    const url = broker.address;
     const cluster = new ClusterClient(url);
     const taskQueue = `kill-cluster-${process.pid}`;
     const client = await connectClient();
@@ -111,12 +99,9 @@ describe('process faults during a follower move', () => {
       const { from, to } = await pickMove(cluster, 'q-41');
       const handle = await startFollowerMove({ client, cluster, taskQueue }, { partition: 'q-41', from, to, origin: 'operator' });
       await inPhase(handle, ['catching_up']);
-      await broker.kill9();
-      await new Promise((r) => setTimeout(r, 1_000));
-      broker = await spawnCluster({}, { port, dataDir: data });
+      await broker.restart(1_000);
       await inPhase(handle, PAST_SWAP);
-      await broker.kill9();
-      broker = await spawnCluster({}, { port, dataDir: data });
+      await broker.restart();
       expect(await handle.result()).toMatchObject({ status: 'completed', from, to });
       const p = (await cluster.partition('q-41')).partition;
       expect(p.followers).toContain(to);
@@ -131,10 +116,7 @@ describe('process faults during a follower move', () => {
   });
 
   it('the Temporal dev server is restarted on its database mid-move', async () => {
-    const executable = await ensureTemporalCli();
-    const dbFile = path.join(tmp('temporal'), 'temporal.db');
-    const port = await freePort();
-    let server = await startDevServer({ executable, dbFile, port, uiPort: null });
+    const server = await restartableTemporal();
     const cluster = await startTestCluster(SLOW, { nodes: 6, partitions: 43, streams: 0 });
     const taskQueue = `restart-temporal-${process.pid}`;
     let client: Client = await connectClient(server.address);
@@ -143,9 +125,7 @@ describe('process faults during a follower move', () => {
       const { from, to } = await pickMove(cluster.client, 'q-42');
       const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition: 'q-42', from, to, origin: 'operator' });
       await inPhase(handle, ['catching_up']);
-      await server.stop();
-      await new Promise((r) => setTimeout(r, 1_000));
-      server = await startDevServer({ executable, dbFile, port, uiPort: null });
+      await server.restart(1_000);
       client = await connectClient(server.address);
       const again = client.workflow.getHandle<typeof followerMoveV2>(handle.workflowId);
       expect(await again.result()).toMatchObject({ status: 'completed', from, to });
@@ -154,7 +134,7 @@ describe('process faults during a follower move', () => {
     } finally {
       w.shutdown();
       await running;
-      await server.stop();
+      await server.close();
       await cluster.close();
     }
   });

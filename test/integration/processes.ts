@@ -61,9 +61,12 @@ export interface Restartable {
   address: string;
   /** How many times it was restarted. */
   restarts: number;
-  restart(): Promise<void>;
+  /** Stops it, leaves it down for `downMs`, and starts it again on its data. */
+  restart(downMs?: number): Promise<void>;
   close(): Promise<void>;
 }
+
+const down = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The reference cluster as its own process on a fixed port; `restart` kills it with SIGKILL (a crash) and starts
@@ -76,8 +79,9 @@ export async function restartableCluster(flags: Record<string, string | number>)
   const r: Restartable = {
     address: broker.url,
     restarts: 0,
-    async restart() {
+    async restart(downMs = 0) {
       await broker.kill9();
+      await down(downMs);
       broker = await spawnCluster({}, { port, dataDir });
       r.restarts++;
     },
@@ -98,8 +102,9 @@ export async function restartableTemporal(): Promise<Restartable> {
   const r: Restartable = {
     address: server.address,
     restarts: 0,
-    async restart() {
+    async restart(downMs = 0) {
       await server.stop();
+      await down(downMs);
       server = await startDevServer(options);
       r.restarts++;
     },

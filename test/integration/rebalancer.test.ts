@@ -15,10 +15,7 @@ import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../workflows/definitions';
-import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING } from './helpers';
-
-type TestCluster = Awaited<ReturnType<typeof startTestCluster>>;
+import { connectClient, copiesOn, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 const taskQueue = `rebalancer-loop-${process.pid}`;
 const SETTINGS: RebalancerSettings = {
@@ -79,10 +76,6 @@ function deviation(topology: Topology): number {
 /** The loop's current run: it changes when the loop continues as new. */
 async function loopRunId(): Promise<string> {
   return (await client.workflow.getHandle(w.rebalancerWorkflowId!).describe()).runId;
-}
-
-async function copiesOn(node: string): Promise<string[]> {
-  return (await cluster.client.topology()).partitions.filter((p) => holders(p).includes(node)).map((p) => p.id);
 }
 
 /** Every node within threshold and nothing in flight, as the loop reports and the broker shows. */
@@ -254,7 +247,7 @@ describe('rebalancer loop', () => {
       return p.learners.includes(m.to) ? m : undefined;
     });
     await cluster.client.fault({ fault: 'stall-transfer', partition: held.partition, node: held.to, stalled: true });
-    const onN2 = await copiesOn('n2');
+    const onN2 = await copiesOn(cluster.client, 'n2');
     expect(onN2.length).toBeGreaterThanOrEqual(4);
 
     await cluster.client.joinNode('n7', 1, 'z1');
@@ -264,7 +257,7 @@ describe('rebalancer loop', () => {
       async () => {
         const s = await status();
         loopMoves.push(...s.inFlight);
-        const onN7 = await copiesOn('n7');
+        const onN7 = await copiesOn(cluster.client, 'n7');
         if (onN7.length >= 2) return { status: s, onN7 };
         throw new Error(`${onN7.length} copies on n7; last plan: ${s.lastPlan?.idleReason ?? 'started moves'}; skipped: ${JSON.stringify(s.lastPlan?.skipped ?? [])}`);
       },
@@ -291,7 +284,7 @@ describe('rebalancer loop', () => {
 
     await cluster.client.fault({ fault: 'stall-transfer', partition: held.partition, node: held.to, stalled: false });
     expect(await drainOutcome(handle)).toMatchObject({ status: 'completed', node: 'n2' });
-    expect(await copiesOn('n2')).toEqual([]);
+    expect(await copiesOn(cluster.client, 'n2')).toEqual([]);
     expect((await activities.rebalancerSnapshot([chain])).ended).toEqual([{ workflowId: handle.workflowId, runId: firstRun, status: 'completed', detail: null }]);
   });
 

@@ -29,7 +29,6 @@ const SIGNALS_COUNTED = new Set(['admitted', 'recovery', 'node', 'topology']);
 /** Node and recovery events, which the relay forwards to the rebalancer (and a node's to its drain). */
 const TOPOLOGY_EVENTS = new Set(['node_joined', 'node_up', 'node_down', 'node_draining', 'recovery_opened', 'recovery_activated']);
 
-
 interface RelayWorker {
   name: string;
   w: RebalancerWorker;

@@ -13,7 +13,7 @@ import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract'
 import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import { KindKey } from '../../workflows/search-attributes';
 import { type Armed, freshPartition, healAfter, refusal, settled, untilPhase, useSuite } from './grow-helpers';
-import { eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
+import { counted, eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
 
 const taskQueue = `replace-${process.pid}`;
 const TIMING = { pollMs: 500, retryMs: 300 };
@@ -22,7 +22,6 @@ const t = useSuite(taskQueue);
 async function partition(id: string): Promise<Partition> {
   return (await t.cluster.client.partition(id)).partition;
 }
-const counted = (p: Partition) => [p.owner, ...p.followers].sort();
 
 /** A partition on n1, n4, n2 whose follower `lost` is down. */
 async function withLost(id: string, lost = 'n2'): Promise<Partition> {

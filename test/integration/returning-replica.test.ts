@@ -11,17 +11,15 @@
 import { describe, expect, it } from 'vitest';
 import { startReplace } from '../../client/grow';
 import { cancelMove } from '../../client/moves';
-import type { Partition } from '../../cluster/contract';
 import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import { freshPartition, settled, useSuite } from './grow-helpers';
-import { eventually, outcomeOf } from './helpers';
+import { counted, eventually, outcomeOf } from './helpers';
 
 const taskQueue = `returning-${process.pid}`;
 const TIMING = { pollMs: 500, retryMs: 300 };
 const MESSAGE_BYTES = 1_024;
 const t = useSuite(taskQueue, { messageBytes: MESSAGE_BYTES });
 
-const counted = (p: Partition) => [p.owner, ...p.followers].sort();
 
 describe('a returning replica', () => {
   it('on an unchanged placement: a restarted follower is suspended and re-admitted by the broker, with no workflow', async () => {

@@ -9,11 +9,11 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFollowerMove } from '../../client/moves';
 import { freePort } from '../../scripts/dev-server';
-import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, temporalEnv } from './helpers';
+import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, temporalEnv, type TestCluster } from './helpers';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const taskQueue = `sdk-metrics-${process.pid}`;
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
 let worker: ChildProcess;
 let metricsUrl: string;

@@ -8,7 +8,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cancelMove, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Partition } from '../../cluster/contract';
-import { statusQuery, type MoveOutcome } from '../../workflows/definitions';
+import { statusQuery, type MoveOutcome, type MoveStatus } from '../../workflows/definitions';
 import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
@@ -57,6 +57,14 @@ async function moveLosingT(partition: string, swapBackAfterMs: number) {
   return { from, to, before, handle, a, seen, stop };
 }
 
+/** The move's status once it waits for T, down after the swap. */
+function waitingForT(m: Awaited<ReturnType<typeof moveLosingT>>): Promise<MoveStatus> {
+  return eventually('the move waiting for T after the swap', async () => {
+    const s = await m.handle.query(statusQuery);
+    return s.blockingReason?.includes('is down after the swap') ? s : undefined;
+  });
+}
+
 /** R counts again, T is gone from the assignment and the eligible set, publishing went on, W never moved. */
 async function expectSwappedBack(m: Awaited<ReturnType<typeof moveLosingT>>, outcome: MoveOutcome): Promise<Partition> {
   expect(m.a.fired).toBe(true);
@@ -84,10 +92,7 @@ async function expectSwappedBack(m: Awaited<ReturnType<typeof moveLosingT>>, out
 describe('the swap back', () => {
   it('T killed for good after the swap: after swapBackAfterMs R counts again and T is removed (aborted target_lost)', async () => {
     const m = await moveLosingT('q-0', 3_000);
-    await eventually('the move waiting for T after the swap', async () => {
-      const s = await m.handle.query(statusQuery);
-      return s.blockingReason?.includes('is down after the swap') ? s : undefined;
-    });
+    await waitingForT(m);
     const outcome = await outcomeOf(m.handle);
     await m.stop();
     expect(outcome).toMatchObject({ status: 'aborted', code: 'target_lost' });
@@ -98,10 +103,7 @@ describe('the swap back', () => {
   it('an operator cancel after the swap while T is down swaps back at once (cancelled)', async () => {
     // A bound far beyond the test: only the cancel can end the wait.
     const m = await moveLosingT('q-4', 600_000);
-    const waiting = await eventually('the move waiting for T after the swap', async () => {
-      const s = await m.handle.query(statusQuery);
-      return s.blockingReason?.includes('is down after the swap') ? s : undefined;
-    });
+    const waiting = await waitingForT(m);
     expect(waiting.blockingReason).toContain('(a cancel swaps back at once)');
     const accepted = await cancelMove(client, 'q-4', 'T is gone for good');
     expect(accepted).toBeTruthy();

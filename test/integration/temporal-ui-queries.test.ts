@@ -8,10 +8,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFollowerMove } from '../../client/moves';
-import { statusQuery } from '../../workflows/definitions';
+import { startFollowerMove, type MovesContext } from '../../client/moves';
+import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
 import { PhaseKey, PhaseSinceKey } from '../../workflows/search-attributes';
-import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, startWorker } from './helpers';
+import { eventually, outcomeOf, pickMove, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
 const readme = fs.readFileSync(path.resolve(import.meta.dirname, '../../README.md'), 'utf8');
@@ -24,25 +24,19 @@ function readmeQuery(label: string): string {
   return query;
 }
 
-let cluster: Awaited<ReturnType<typeof startTestCluster>>;
+let cluster: TestCluster;
 let client: Client;
-let stopWorker: () => Promise<void>;
+let ctx: MovesContext;
+let stop: (() => Promise<void>) | undefined;
 let armed: Armed | null = null;
 const taskQueue = `ui-queries-${process.pid}`;
 
 beforeAll(async () => {
-  cluster = await startTestCluster({}, { nodes: 5, partitions: 2, streams: 0 });
-  client = await connectClient();
-  const { w, running } = await startWorker(cluster.url, taskQueue, (real) => armFault(real, () => armed));
-  stopWorker = async () => {
-    w.shutdown();
-    await running;
-  };
+  ({ cluster, client, ctx, stop } = await startSuite(taskQueue, { shape: { nodes: 5, partitions: 2, streams: 0 }, wrap: (real) => armFault(real, () => armed) }));
 });
 
 afterAll(async () => {
-  await stopWorker?.();
-  await cluster?.close();
+  await stop?.();
 });
 
 /** Whether `query` finds the workflow, once visibility (updated after each change, not with it) agrees. */
@@ -57,13 +51,13 @@ async function finds(query: string, workflowId: string, expected: boolean): Prom
 describe("README's Temporal UI queries", () => {
   it('find a move onto a node, waiting on a boundary, and blocked longer than the cut-off', async () => {
     const partition = 'q-0';
-    const workflowId = `reconfigure-${partition}`;
+    const workflowId = reconfigurationWorkflowId(partition);
     const { from, to } = await pickMove(cluster.client, partition);
     // T crashes right after the swap and loses its disk: below B, the move waits in covering_boundary until T is back.
     let swappedAt = Infinity;
     const hook = async () => void (swappedAt = Date.now());
     armed = { partition, write: 'swap', when: 'after', faults: [{ fault: 'crash-node', node: to }, { fault: 'lose-disk', node: to }], hook, fired: false };
-    const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition, from, to, origin: 'operator', timing: { pollMs: 500 } });
+    const handle = await startFollowerMove(ctx, { partition, from, to, origin: 'operator', timing: { pollMs: 500 } });
     await eventually('the move to wait in covering_boundary', async () => ((await handle.query(statusQuery)).phase === 'covering_boundary' ? true : undefined));
     expect(armed.fired).toBe(true);
     const since = await eventually('visibility to show the phase', async () => {

@@ -17,8 +17,8 @@ export interface Armed {
   fired: boolean;
 }
 
-/** The activities' broker client, firing what `armed()` holds at its write boundary. */
-export function armFault(real: ClusterClient, armed: () => Armed | null): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
+/** The activities' broker client, firing what `armed(partition)` holds at the write boundary of a write on that partition. */
+export function armFault(real: ClusterClient, armed: (partition: string) => Armed | null): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
   const fire = async (a: Armed) => {
     a.fired = true;
     for (const f of a.faults) await real.fault(f);
@@ -28,7 +28,7 @@ export function armFault(real: ClusterClient, armed: () => Armed | null): Pick<C
     partition: (id) => real.partition(id),
     nodes: () => real.nodes(),
     write: async (partition, write, request) => {
-      const current = armed();
+      const current = armed(partition);
       const a = current && !current.fired && current.partition === partition && current.write === write ? current : null;
       if (a?.when === 'before') await fire(a);
       const reply = await real.write(partition, write, request);

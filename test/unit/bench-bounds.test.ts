@@ -26,7 +26,8 @@ function exact(nodes: NodeNeed[]): Map<number, number> {
   let acc = new Map([[0, 0]]);
   for (const n of nodes) {
     const next = new Map<number, number>();
-    for (const [m, b] of acc) for (const [k, c] of plansOf(n)) next.set(m + k, Math.min(next.get(m + k) ?? Infinity, b + c));
+    const plans = plansOf(n);
+    for (const [m, b] of acc) for (const [k, c] of plans) next.set(m + k, Math.min(next.get(m + k) ?? Infinity, b + c));
     acc = next;
   }
   return acc;
