@@ -10,7 +10,7 @@ import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
-import { checkDrain, drainLeft, planInputFor, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
+import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
 import { inFlightMoves, recoveryPending } from '../workflows/rebalancer-rules';
 
 export interface RebalancerDeps {
@@ -46,7 +46,12 @@ export interface PlanRequest {
   cooldowns: PlanInput['cooldowns'];
   now: number;
   draining?: string[];
+  /** A drain asks why the copies left on its node that the plan moves nowhere stay there. */
+  drain?: { node: string; queuesOnly: boolean };
 }
+
+/** A plan, and for a drain what keeps the rest of its node's copies in place (absent in plans older workers recorded). */
+export type DrainPlan = Plan & { blockers?: DrainBlocker[] };
 
 /**
  * How a move ended, from Temporal's record of it and the outcome it returned or failed with; null while it runs.
@@ -94,19 +99,21 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       };
     },
 
-    /** Whether the node can be drained at all, from a fresh topology. */
-    async checkNodeDrain(node: string): Promise<DrainCheck> {
-      return checkDrain(await deps.cluster.topology(), node);
+    /** Whether the node can be drained at all (its queues only, when asked), from a fresh topology. */
+    async checkNodeDrain(node: string, queuesOnly = false): Promise<DrainCheck> {
+      return checkDrain(await deps.cluster.topology(), node, queuesOnly);
     },
 
     /**
      * The planner on a fresh topology (its own recovery pause and cooldowns included), leaving alone what another
      * drain holds: the loop plans the rest of the cluster while a drain runs.
      */
-    async planMoves(request: PlanRequest, config: PlannerConfig): Promise<Plan> {
-      const plan = deps.plan(planInputFor(await deps.cluster.topology(), request), config);
+    async planMoves(request: PlanRequest, config: PlannerConfig): Promise<DrainPlan> {
+      const topology = await deps.cluster.topology();
+      const plan = deps.plan(planInputFor(topology, request), config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
-      return plan;
+      if (!request.drain) return plan;
+      return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };
     },
 
     async configuredSettings(): Promise<RebalancerSettings> {

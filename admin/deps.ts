@@ -53,7 +53,8 @@ export interface AdminDeps {
   show(partition: string): Promise<MoveDetail>;
   start(request: OperatorRequest, by: Requester): Promise<{ workflowId: string }>;
   cancel(partition: string, by: Requester): Promise<MoveStatus>;
-  drain(node: string, by: Requester): Promise<{ workflowId: string }>;
+  /** `queuesOnly`: leave the node's stream copies (see DrainRequest). */
+  drain(node: string, by: Requester, options: { queuesOnly: boolean }): Promise<{ workflowId: string }>;
   undrain(node: string, by: Requester): Promise<void>;
   rebalancer: {
     status(): Promise<RebalancerState>;

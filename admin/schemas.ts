@@ -20,6 +20,9 @@ export type MoveRequestBody = z.infer<typeof MoveRequestBody>;
 
 export const NodeActionBody = z.object({ node: NodeId, reason }).strict();
 
+/** `queuesOnly`: move every queue copy off the node and leave its stream copies (a stream copy is refused without it). */
+export const DrainBody = z.object({ node: NodeId, queuesOnly: z.boolean().default(false), reason }).strict();
+
 export const PartitionParams = z.object({ partition: PartitionId }).strict();
 
 const page = {

@@ -20,7 +20,7 @@ import type { AuditLog, AuditSource } from './audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
-import { AuditQuery, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionParams, ReasonBody } from './schemas';
+import { AuditQuery, DrainBody, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionParams, ReasonBody } from './schemas';
 
 export interface AdminOptions {
   deps: AdminDeps;
@@ -320,11 +320,11 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       },
     },
     {
-      method: 'POST', url: '/api/drain', body: NodeActionBody, summary: 'Drain a node: hand off what it owns, move every copy off it',
+      method: 'POST', url: '/api/drain', body: DrainBody, summary: 'Drain a node: hand off what it owns, move every copy off it (every queue copy, with queuesOnly)',
       handler: async (req, reply) => {
-        const { node, reason } = parse(NodeActionBody, req.body, 'body');
+        const { node, queuesOnly, reason } = parse(DrainBody, req.body, 'body');
         checkNames(await deps.topology(), null, { node });
-        const started = await act(req, 'drain', node, {}, reason, (by) => deps.drain(node, by));
+        const started = await act(req, 'drain', node, queuesOnly ? { queuesOnly } : {}, reason, (by) => deps.drain(node, by, { queuesOnly }));
         void reply.code(202);
         return { ...started, link: workflowLink(started.workflowId) };
       },

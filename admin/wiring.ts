@@ -106,7 +106,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       }
     },
     cancel: (partition, by) => cancelMove(client, partition, `${by.reason} (${by.actor})`),
-    drain: (node, by) => startDrain(ctx, { node, by: by.actor, reason: by.reason }),
+    drain: (node, by, { queuesOnly }) => startDrain(ctx, { node, by: by.actor, reason: by.reason, ...(queuesOnly ? { queuesOnly } : {}) }),
     async undrain(node, by) {
       await undrain({ client, cluster }, node, `${by.reason} (${by.actor})`);
     },

@@ -79,9 +79,12 @@ export interface DrainContext {
   taskQueue: string;
 }
 
-/** Start a drain of `node`, refused up front for an unknown node, too little room, or a drain already running. */
+/**
+ * Start a drain of `node`, refused up front for an unknown node, a stream copy on it (unless `queuesOnly`), too
+ * little room, or a drain already running.
+ */
 export async function startDrain(ctx: DrainContext, request: DrainRequest): Promise<WorkflowHandle<typeof drain>> {
-  const check = checkDrain(await ctx.cluster.topology(), request.node);
+  const check = checkDrain(await ctx.cluster.topology(), request.node, request.queuesOnly === true);
   if (!check.ok) throw new MoveRefused(check.code, check.message);
   const workflowId = drainWorkflowId(request.node);
   try {
@@ -91,8 +94,8 @@ export async function startDrain(ctx: DrainContext, request: DrainRequest): Prom
       args: [request],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      staticSummary: `Drain ${request.node}: ${request.reason} (${request.by})`,
-      staticDetails: `Marks **${request.node}** draining, hands off every partition it owns to an admitted follower, then moves every follower copy off it.`,
+      staticSummary: `Drain ${request.node}${request.queuesOnly ? ' (queues only)' : ''}: ${request.reason} (${request.by})`,
+      staticDetails: `Marks **${request.node}** draining, hands off every partition it owns to an admitted follower, then moves every follower copy off it${request.queuesOnly ? ', leaving its stream copies' : ''}.`,
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {

@@ -373,6 +373,11 @@ export interface DrainRequest {
   /** Who asked and why, kept in the drain's status. */
   by: string;
   reason: string;
+  /**
+   * Move every queue copy off the node and leave its stream copies (nothing may move a stream yet): the drain
+   * then ends listing them. Absent or false: a node holding a stream copy is refused up front.
+   */
+  queuesOnly?: boolean;
   /** Absent: the worker's configured settings, read once when the drain starts. */
   settings?: RebalancerSettings;
   /** Absent on the first run; carried by continue-as-new. */
@@ -397,19 +402,28 @@ export interface DrainStatus extends DrainState {
   node: string;
   by: string;
   reason: string;
-  /** Partitions the node still holds a copy of (owned, followed, learning or leaving), and how many it owns. */
+  queuesOnly: boolean;
+  /**
+   * Queue partitions the node still holds a copy of (owned, followed, learning or leaving), and how many it owns.
+   */
   partitionsLeft: number | null;
   ownedLeft: number | null;
   /** Retained history of those partitions, in bytes: what still has to be copied off the node. */
   bytesLeft: number | null;
-  /** What keeps the drain from progressing right now, in words (empty when nothing does). */
+  /** Streams the node holds a copy of: a drain of its queues only leaves them there. */
+  streamsLeft: string[] | null;
+  /**
+   * What keeps the drain from progressing right now, in the note's words (empty when nothing does); a wait that
+   * does not end by itself says so and what would end it.
+   */
   blockingReasons: string[];
   lastPlan: PlanRecord | null;
   outcome: DrainOutcome | null;
 }
 
 export type DrainOutcome =
-  | { status: 'completed'; node: string; moves: number }
+  /** `streamsLeft`: only for a drain of the queues only, the streams it left on the node. */
+  | { status: 'completed'; node: string; moves: number; streamsLeft?: string[] }
   | { status: 'cancelled'; node: string; reason: string; moves: number }
   | { status: 'refused'; node: string; code: string; reason: string };
 

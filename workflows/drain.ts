@@ -2,7 +2,8 @@
  * Drain one node (`drainWorkflowId(node)`), as the note's table says: mark it draining through the contract,
  * hand off every partition it owns to an admitted follower, then move every follower copy off it, each target
  * chosen by the planner (`draining` in its input) under the transfer limits. It ends when the node holds no
- * copy; the mark stays, so nothing moves back until `undrain`. Cancelling it starts no new move, lets the moves
+ * copy, or, for a drain of the queues only, no queue copy (its stream copies, which nothing moves yet, listed
+ * in the outcome); the mark stays, so nothing moves back until `undrain`. Cancelling it starts no new move, lets the moves
  * in flight finish or abort cleanly on their own, then clears the mark.
  */
 import {
@@ -19,7 +20,7 @@ import {
 } from '@temporalio/workflow';
 import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
 import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from './definitions';
-import { drainStarts, type DrainLeft } from './rebalancer-drain-rules';
+import { blockerLine, drainStarts, type DrainLeft } from './rebalancer-drain-rules';
 import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
 import { pruneCooldowns, recordEnded } from './rebalancer-rules';
 
@@ -31,6 +32,7 @@ const { setNodeDraining } = proxyActivities<RebalancerActivities>({
 
 export async function drain(request: DrainRequest): Promise<DrainOutcome> {
   const { node } = request;
+  const queuesOnly = request.queuesOnly === true;
   const settings: RebalancerSettings = request.settings ?? (await configuredSettings());
   const state: DrainState = request.state ?? { phase: 'marking', inFlight: [], cooldowns: { nodes: {}, partitions: {} }, ticks: 0, moves: { started: 0, completed: 0, cancelled: 0, aborted: 0 } };
   let left: DrainLeft | null = null;
@@ -45,9 +47,11 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     node,
     by: request.by,
     reason: request.reason,
+    queuesOnly,
     partitionsLeft: left?.partitionsLeft ?? null,
     ownedLeft: left?.ownedLeft ?? null,
     bytesLeft: left?.bytesLeft ?? null,
+    streamsLeft: left?.streams ?? null,
     blockingReasons,
     lastPlan,
     outcome,
@@ -74,7 +78,8 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
 
   async function step(): Promise<boolean> {
     const snapshot = await look();
-    if (left!.partitionsLeft === 0 && state.inFlight.length === 0) return true;
+    // A stream copy never moves: only a drain of the queues only ends with one left.
+    if (left!.partitionsLeft === 0 && state.inFlight.length === 0 && (queuesOnly || (left!.streams ?? []).length === 0)) return true;
     state.phase = left!.ownedLeft > 0 ? 'handing_off' : 'moving_followers';
     const pending = snapshot.recoveryPending;
     if (pending) {
@@ -82,7 +87,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
       return false;
     }
     const now = Date.now();
-    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, draining: [node] }, settings.planner);
+    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, draining: [node], drain: { node, queuesOnly } }, settings.planner);
     const selection = drainStarts(plan.steps, snapshot.inFlight, settings.planner, node, state.phase === 'handing_off');
     const started: string[] = [];
     const skipped = [...selection.skipped];
@@ -101,15 +106,19 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
         () => (wake = true),
       );
     }
-    const idleReason = started.length > 0 || state.inFlight.length > 0 ? null : (plan.idleReason ?? `the planner proposed no ${state.phase === 'handing_off' ? 'owner handoff' : 'follower move'} off ${node}`);
+    // What holds the copies the plan moves nowhere: all of it while nothing moves, else only what never passes by itself.
+    const blockers = plan.blockers ?? [];
+    const idle = started.length === 0 && state.inFlight.length === 0;
+    const held = (idle ? blockers : blockers.filter((b) => !b.passes)).map(blockerLine);
+    const idleReason = idle ? (held[0] ?? plan.idleReason ?? `the planner proposed no ${state.phase === 'handing_off' ? 'owner handoff' : 'follower move'} off ${node}`) : null;
     lastPlan = { at: now, steps: plan.steps, started, skipped, idleReason, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, threshold: plan.threshold, planningMs: plan.planningMs };
-    blockingReasons = [...(idleReason ? [idleReason] : []), ...new Set(skipped.map((s) => s.reason))];
+    blockingReasons = [...new Set([...(idleReason ? [idleReason] : []), ...held, ...skipped.map((s) => s.reason)])];
     return false;
   }
 
   try {
     if (state.phase === 'marking') {
-      const check = await checkNodeDrain(node);
+      const check = await checkNodeDrain(node, queuesOnly);
       if (!check.ok) {
         state.phase = 'refused';
         outcome = { status: 'refused', node, code: check.code, reason: check.message };
@@ -124,7 +133,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
       if (await step()) {
         state.phase = 'completed';
         blockingReasons = [];
-        outcome = { status: 'completed', node, moves: moveCount() };
+        outcome = { status: 'completed', node, moves: moveCount(), ...(queuesOnly ? { streamsLeft: left!.streams ?? [] } : {}) };
         return outcome;
       }
       await condition(() => wake, settings.tickMs);

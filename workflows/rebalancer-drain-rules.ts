@@ -1,30 +1,59 @@
 /**
- * A drain's rules as pure functions: whether a node can be drained at all (it exists, every copy it holds has
- * somewhere to go, every partition it owns has a follower to hand off to) and how much is left.
+ * A drain's rules as pure functions: whether a node can be drained at all (it exists, every copy it holds can
+ * move and has somewhere to go, every partition it owns has a follower to hand off to), how much is left, and
+ * what keeps the copies left from moving now.
  */
-import type { Topology } from '../cluster/contract';
+import type { Partition, Topology } from '../cluster/contract';
 import type { InFlightMove, PlanInput, PlannerConfig, Proposal } from '../planner/types';
 import { holders, selectStarts, type Selection } from './rebalancer-rules';
 
-export type DrainCheck = { ok: true } | { ok: false; code: 'unknown_node' | 'not_enough_room' | 'no_follower'; message: string };
+export type DrainRefusal = 'unknown_node' | 'unmovable_copies' | 'not_enough_room' | 'no_follower';
+export type DrainCheck = { ok: true } | { ok: false; code: DrainRefusal; message: string };
 
 const list = (ids: string[]) => ids.slice(0, 5).join(', ') + (ids.length > 5 ? ` and ${ids.length - 5} more` : '');
 
+/** A copy nothing may move yet: "Queues come first. Streams need their own seal and selection path." */
+const unmovable = (p: Partition) => p.kind === 'stream';
+
+/** The stream partitions the node holds a copy of: a drain leaves them where they are. */
+export function streamsOn(topology: Topology, node: string): string[] {
+  return topology.partitions.filter((p) => unmovable(p) && holders(p).includes(node)).map((p) => p.id);
+}
+
+/** The nodes a copy of `p` on `node` may go to: live, not draining, holding no copy of p, in a zone p's other copies leave free. */
+function roomFor(topology: Topology, p: Partition, node: string): Topology['nodes'] {
+  const zoneOf = new Map(topology.nodes.map((n) => [n.id, n.zone]));
+  const zoned = new Set(zoneOf.values()).size > 1;
+  const others = holders(p).filter((n) => n !== node);
+  const usedZones = new Set(others.map((n) => zoneOf.get(n)));
+  return topology.nodes.filter((n) => n.id !== node && n.live && !n.draining && !others.includes(n.id) && (!zoned || !usedZones.has(n.zone)));
+}
+
 /**
- * Refuse a drain up front: an unknown node; an owned partition without a follower to take the owner role; or
- * copies with nowhere to go. A copy can go to a live node that is not draining and holds no copy of its
- * partition; when nodes carry zones (more than one zone in the cluster), only to a zone no other copy of the
- * partition is in, so shortfalls are counted per zone.
+ * Refuse a drain up front: an unknown node; a copy that cannot move (a stream), unless the drain empties the
+ * queues only; an owned partition without a follower to take the owner role; or copies with nowhere to go. A
+ * copy can go to a live node that is not draining and holds no copy of its partition; when nodes carry zones
+ * (more than one zone in the cluster), only to a zone no other copy of the partition is in, so shortfalls are
+ * counted per zone.
  */
-export function checkDrain(topology: Topology, node: string): DrainCheck {
+export function checkDrain(topology: Topology, node: string, queuesOnly = false): DrainCheck {
   const known = topology.nodes.map((n) => n.id);
   if (!known.includes(node)) {
     return { ok: false, code: 'unknown_node', message: `node ${node} is not in the cluster; its nodes are ${list(known)}` };
   }
+  const streams = streamsOn(topology, node);
+  if (streams.length > 0 && !queuesOnly) {
+    return {
+      ok: false,
+      code: 'unmovable_copies',
+      message:
+        `${node} holds a copy of the stream${streams.length > 1 ? 's' : ''} ${list(streams)}, which cannot move (streams need their own seal and selection path), ` +
+        `so the drain could never end; drain with --queues-only (queuesOnly: true) to move every queue copy off ${node} and leave the streams there`,
+    };
+  }
   const zoneOf = new Map(topology.nodes.map((n) => [n.id, n.zone]));
   const zoned = new Set(zoneOf.values()).size > 1;
-  const open = topology.nodes.filter((n) => n.id !== node && n.live && !n.draining);
-  const held = topology.partitions.filter((p) => holders(p).includes(node));
+  const held = topology.partitions.filter((p) => !unmovable(p) && holders(p).includes(node));
 
   const ownerless = held.filter((p) => p.owner === node && p.followers.length === 0).map((p) => p.id);
   if (ownerless.length > 0) {
@@ -38,12 +67,10 @@ export function checkDrain(topology: Topology, node: string): DrainCheck {
   const shortBy = new Map<string, number>();
   let short = 0;
   for (const p of held) {
-    const others = holders(p).filter((n) => n !== node);
-    const usedZones = new Set(others.map((n) => zoneOf.get(n)));
-    const fits = open.some((n) => !others.includes(n.id) && (!zoned || !usedZones.has(n.zone)));
-    if (fits) continue;
+    if (roomFor(topology, p, node).length > 0) continue;
     short++;
     // The zones the copy may go to: those its partition's other copies leave free.
+    const usedZones = new Set(holders(p).filter((n) => n !== node).map((n) => zoneOf.get(n)));
     const free = [...new Set(zoneOf.values())].filter((z) => !usedZones.has(z)).sort();
     const zone = zoned ? free.join('/') || 'no free zone' : '';
     shortBy.set(zone, (shortBy.get(zone) ?? 0) + 1);
@@ -60,20 +87,128 @@ export function checkDrain(topology: Topology, node: string): DrainCheck {
 }
 
 export interface DrainLeft {
-  /** Partitions the node holds any copy of, and of those the ones it owns. */
+  /** Partitions the drain still moves a copy of off the node (streams left out), and of those the ones it owns. */
   partitionsLeft: number;
   ownedLeft: number;
   /** Retained history of those partitions: what still has to be copied off the node. */
   bytesLeft: number;
+  /** Streams the node holds a copy of, which no drain moves. Absent in a snapshot an older worker recorded. */
+  streams?: string[];
 }
 
 export function drainLeft(topology: Topology, node: string): DrainLeft {
-  const held = topology.partitions.filter((p) => holders(p).includes(node));
+  const held = topology.partitions.filter((p) => !unmovable(p) && holders(p).includes(node));
   return {
     partitionsLeft: held.length,
     ownedLeft: held.filter((p) => p.owner === node).length,
     bytesLeft: held.reduce((sum, p) => sum + p.historyBytes, 0),
+    streams: streamsOn(topology, node),
   };
+}
+
+/** What keeps some copies on a drained node from moving now; `passes`: the wait ends without anyone acting. */
+export interface DrainBlocker {
+  partitions: string[];
+  why: string;
+  passes: boolean;
+}
+
+const nameNodes = (ids: string[]) => (ids.length === 1 ? ids[0]! : `${ids.slice(0, -1).join(', ')} and ${ids.at(-1)!}`);
+
+/**
+ * Why each copy left on `node` that the plan moves nowhere this tick stays, in the note's words: a stream, a
+ * pending recovery, a change in flight on its partition, a suspended copy rejoining, no admitted follower to hand
+ * the owner role to, no node with room (copies already there, zones), the transfer budget. Where the wait cannot
+ * end by itself (a stream, the only other copies on nodes that are down, no node in a free zone) it says so and
+ * what would end it. Grouped by cause, so a hundred copies waiting on one budget read as one line.
+ */
+export function drainBlockers(
+  topology: Topology,
+  node: string,
+  planned: Proposal[],
+  inFlight: InFlightMove[],
+  config: Pick<PlannerConfig, 'maxTransfersPerNode' | 'maxTransfersPerCluster'>,
+  queuesOnly: boolean,
+): DrainBlocker[] {
+  const nodes = new Map(topology.nodes.map((n) => [n.id, n]));
+  const moving = new Set([...planned, ...inFlight].filter((m) => m.from === node).map((m) => m.partition));
+  const inbound = new Map<string, number>();
+  for (const m of inFlight) if (m.op === 'follower_move') inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
+  const down = (ids: string[]) => ids.filter((id) => nodes.get(id)?.live !== true);
+  // While the node owns a partition only handoffs start, so its follower copies wait for them, not for a budget.
+  const handingOff = topology.partitions.some((p) => !unmovable(p) && p.owner === node);
+  const out = new Map<string, DrainBlocker>();
+  const add = (partition: string, why: string, passes: boolean) => {
+    const b = out.get(why) ?? { partitions: [], why, passes };
+    b.partitions.push(partition);
+    out.set(why, b);
+  };
+  const never = (what: string) => `; this does not pass by itself: ${what}`;
+
+  for (const p of topology.partitions) {
+    const copies = holders(p);
+    if (!copies.includes(node) || moving.has(p.id)) continue;
+    if (unmovable(p)) {
+      if (!queuesOnly) add(p.id, `a stream: streams do not move yet${never(`undrain ${node}, then drain it with --queues-only`)}`, false);
+      continue;
+    }
+    if (p.pendingRecovery) {
+      add(p.id, `a pending recovery (${p.pendingRecovery.failedOwner} failed in epoch ${p.pendingRecovery.epoch}): rebalancing and drains wait until it activates`, true);
+      continue;
+    }
+    const change = inFlight.find((m) => m.partition === p.id);
+    if (change || p.learners.length > 0 || p.leaving !== null || p.admission === 'closed') {
+      const what =
+        p.learners.length > 0 ? `learner ${p.learners.join(', ')} catching up`
+        : p.leaving !== null ? `leaving replica ${p.leaving} not yet removed`
+        : p.admission === 'closed' ? 'admission closed for a handoff'
+        : `a ${change!.op.replace('_', ' ')} to ${change!.to}`;
+      add(p.id, `a change in flight on the partition (${what}): the copy moves once it ends`, true);
+      continue;
+    }
+    const suspended = p.history.filter((h) => h.suspended).map((h) => h.node);
+    if (suspended.length > 0) {
+      const gone = down(suspended);
+      if (gone.length === 0) add(p.id, `a suspended copy on ${nameNodes(suspended)} rejoining: the copy moves once it is admitted again`, true);
+      else add(p.id, `a suspended copy on ${nameNodes(gone)}, which is down${never(`bring ${nameNodes(gone)} back, or replace the lost copy (rebalancer replace ${p.id} --lost ${gone[0]!} --with <node>)`)}`, false);
+      continue;
+    }
+    if (p.owner === node) {
+      if (nodes.get(node)?.live !== true) {
+        add(p.id, `${node} is down and owns the partition: ordinary recovery moves its ownership first`, true);
+        continue;
+      }
+      const admitted = p.followers.filter((f) => nodes.get(f)?.live === true && !nodes.get(f)!.draining);
+      if (admitted.length > 0) continue;
+      const gone = down(p.followers);
+      const draining = p.followers.filter((f) => !gone.includes(f));
+      const where = [...(gone.length > 0 ? [`on ${nameNodes(gone)}, down`] : []), ...(draining.length > 0 ? [`on ${nameNodes(draining)}, draining`] : [])].join(' and ');
+      const what = p.followers.length === 0 ? 'it has no follower: raise its replication factor' : `its followers are ${where}: ${[...(gone.length > 0 ? [`bring ${nameNodes(gone)} back`] : []), ...(draining.length > 0 ? [`undrain ${nameNodes(draining)}`] : [])].join(' or ')}`;
+      add(p.id, `no admitted follower to hand the owner role to${never(what)}`, false);
+      continue;
+    }
+    const room = roomFor(topology, p, node);
+    if (room.length === 0) {
+      const zones = new Set(topology.nodes.map((n) => n.zone)).size > 1;
+      const gone = topology.nodes.filter((n) => !n.live && !copies.includes(n.id)).map((n) => n.id);
+      const what = `${zones ? 'add a node in a zone no other copy of the partition is in' : 'add a node'}${gone.length > 0 ? `, or bring ${nameNodes(gone)} back` : ''}`;
+      add(p.id, `no node can take the copy: every live node that is not draining holds a copy of the partition${zones ? ' or is in a zone another copy is in (copies of one partition stay in distinct zones)' : ''}${never(what)}`, false);
+      continue;
+    }
+    if (handingOff) continue;
+    if (inFlight.length >= config.maxTransfersPerCluster) {
+      add(p.id, `the cluster transfer limit: ${inFlight.length} of ${config.maxTransfersPerCluster} moves in flight`, true);
+      continue;
+    }
+    const full = room.filter((n) => (inbound.get(n.id) ?? 0) >= config.maxTransfersPerNode).map((n) => n.id);
+    if (full.length === room.length) add(p.id, `the transfer budget on ${nameNodes(full)}, the node${full.length > 1 ? 's' : ''} that could take the copy, is in use (${config.maxTransfersPerNode} transfers each)`, true);
+  }
+  return [...out.values()];
+}
+
+/** A blocker as the drain's status shows it: the partitions, then why. */
+export function blockerLine(b: DrainBlocker): string {
+  return `${list(b.partitions)}: ${b.why}`;
 }
 
 /**

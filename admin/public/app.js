@@ -79,7 +79,8 @@ function onSubmit(id, handler) {
 onSubmit('pause-form', ({ reason }) => act('/api/pause', { reason }));
 onSubmit('resume-form', ({ reason }) => act('/api/resume', { reason }));
 onSubmit('cancel-form', ({ partition, reason }) => act(`/api/moves/${encodeURIComponent(partition)}/cancel`, { reason }));
-onSubmit('drain-form', ({ node, reason }, submitter) => act(submitter?.value === 'undrain' ? '/api/undrain' : '/api/drain', { node, reason }));
+onSubmit('drain-form', ({ node, reason, queuesOnly }, submitter) =>
+  submitter?.value === 'undrain' ? act('/api/undrain', { node, reason }) : act('/api/drain', { node, reason, queuesOnly: queuesOnly === 'on' }));
 onSubmit('move-form', ({ kind, partition, from, to, reason }) => {
   const request = { kind, partition, reason };
   if (kind === 'grow') Object.assign(request, { to });

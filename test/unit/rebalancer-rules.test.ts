@@ -3,7 +3,7 @@ import type { Node, Partition, Topology } from '../../cluster/contract';
 import type { InFlightMove, Proposal } from '../../planner/types';
 import type { TrackedMove } from '../../workflows/definitions';
 import { DEFAULT_PLANNER_CONFIG, planNow } from '../../planner';
-import { checkDrain, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
+import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
 import { checkOperatorNote, inFlightMoves, pruneCooldowns, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
@@ -141,6 +141,22 @@ describe('checkDrain: refused up front', () => {
   it('refuses a node owning a partition with no follower to hand the owner role to', () => {
     expect(checkDrain(topology(nodes, [partition('q-1', 'n1', [])]), 'n1')).toMatchObject({ ok: false, code: 'no_follower', message: expect.stringMatching(/n1 owns q-1 with no follower/) });
   });
+  // s-0 on n1 (its follower) and s-1 owned by n1 without a follower: neither may move, and room is no help.
+  const streams = [partition('q-1', 'n1', ['n2']), partition('s-0', 'n2', ['n1', 'n3'], { kind: 'stream' }), partition('s-1', 'n1', [], { kind: 'stream' }), partition('s-2', 'n2', ['n3'], { kind: 'stream' })];
+  it('refuses a node holding a stream copy, naming each stream it holds and the way out', () => {
+    const check = checkDrain(topology(nodes, streams), 'n1');
+    expect(check).toMatchObject({ ok: false, code: 'unmovable_copies' });
+    expect(!check.ok && check.message).toBe(
+      'n1 holds a copy of the streams s-0, s-1, which cannot move (streams need their own seal and selection path), so the drain could never end; ' +
+        'drain with --queues-only (queuesOnly: true) to move every queue copy off n1 and leave the streams there',
+    );
+    expect(checkDrain(topology(nodes, streams), 'n4')).toEqual({ ok: true });
+  });
+  it('with queues only, accepts it and checks the queue copies alone', () => {
+    expect(checkDrain(topology(nodes, streams), 'n1', true)).toEqual({ ok: true });
+    const noRoom = [...streams, partition('q-2', 'n2', ['n1', 'n3', 'n4'])];
+    expect(checkDrain(topology(nodes, noRoom), 'n1', true)).toMatchObject({ ok: false, code: 'not_enough_room', message: expect.stringMatching(/1 of its 2 copies have nowhere to go/) });
+  });
 });
 
 describe('drainLeft', () => {
@@ -150,7 +166,63 @@ describe('drainLeft', () => {
       partition('q-2', 'n2', ['n3'], { learners: ['n1'], historyBytes: 50 }),
       partition('q-3', 'n2', ['n3']),
     ]);
-    expect(drainLeft(t, 'n1')).toEqual({ partitionsLeft: 2, ownedLeft: 1, bytesLeft: 1050 });
+    expect(drainLeft(t, 'n1')).toEqual({ partitionsLeft: 2, ownedLeft: 1, bytesLeft: 1050, streams: [] });
+  });
+  it('leaves out the streams, which no drain moves, and lists them', () => {
+    const t = topology([node('n1'), node('n2')], [partition('q-1', 'n2', ['n1']), partition('s-0', 'n1', ['n2'], { kind: 'stream', historyBytes: 7 })]);
+    expect(drainLeft(t, 'n1')).toEqual({ partitionsLeft: 1, ownedLeft: 0, bytesLeft: 1000, streams: ['s-0'] });
+  });
+});
+
+describe('drainBlockers: what holds the copies left, and whether the wait ends by itself', () => {
+  const n = [node('n1', { draining: true }), node('n2'), node('n3'), node('n4')];
+  const why = (t: Topology, over: { planned?: Proposal[]; inFlight?: InFlightMove[]; queuesOnly?: boolean } = {}) =>
+    drainBlockers(t, 'n1', over.planned ?? [], over.inFlight ?? [], limits, over.queuesOnly ?? false).map((b) => ({ line: blockerLine(b), passes: b.passes }));
+
+  it('names nothing for a copy the plan moves or a move of it in flight', () => {
+    const t = topology(n, [partition('q-1', 'n2', ['n1', 'n3']), partition('q-2', 'n2', ['n1', 'n3'])]);
+    const moving: InFlightMove = { partition: 'q-2', op: 'follower_move', from: 'n1', to: 'n4', bytesRemaining: 5 };
+    expect(why(t, { planned: [step('q-1', 'n1', 'n4')], inFlight: [moving] })).toEqual([]);
+  });
+  it('a stream copy never passes by itself, unless the drain empties the queues only', () => {
+    const t = topology(n, [partition('s-0', 'n2', ['n1', 'n3'], { kind: 'stream' })]);
+    expect(why(t)).toEqual([{ line: 's-0: a stream: streams do not move yet; this does not pass by itself: undrain n1, then drain it with --queues-only', passes: false }]);
+    expect(why(t, { queuesOnly: true })).toEqual([]);
+  });
+  it('a pending recovery and a change in flight pass by themselves', () => {
+    const t = topology(n, [
+      partition('q-1', 'n2', ['n1', 'n3'], { pendingRecovery: { epoch: 3, openedAt: 0, reason: 'owner failed', failedOwner: 'n2' } }),
+      partition('q-2', 'n2', ['n1', 'n3'], { learners: ['n4'] }),
+      partition('q-3', 'n2', ['n1', 'n3'], { admission: 'closed' }),
+    ]);
+    expect(why(t)).toEqual([
+      { line: 'q-1: a pending recovery (n2 failed in epoch 3): rebalancing and drains wait until it activates', passes: true },
+      { line: 'q-2: a change in flight on the partition (learner n4 catching up): the copy moves once it ends', passes: true },
+      { line: 'q-3: a change in flight on the partition (admission closed for a handoff): the copy moves once it ends', passes: true },
+    ]);
+  });
+  it('an owner whose only followers are down, or a suspended copy on a node that is down, waits for good and says what would end it', () => {
+    const down = [node('n1', { draining: true }), node('n2', { live: false }), node('n3', { live: false }), node('n4')];
+    const suspended = { node: 'n3', processId: 'n3-p1', storageInstance: 'n3-s1', suspended: true };
+    const t = topology(down, [partition('q-1', 'n1', ['n2', 'n3']), partition('q-2', 'n4', ['n1', 'n3'], { history: [suspended] })]);
+    expect(why(t)).toEqual([
+      { line: 'q-1: no admitted follower to hand the owner role to; this does not pass by itself: its followers are on n2 and n3, down: bring n2 and n3 back', passes: false },
+      {
+        line: 'q-2: a suspended copy on n3, which is down; this does not pass by itself: bring n3 back, or replace the lost copy (rebalancer replace q-2 --lost n3 --with <node>)',
+        passes: false,
+      },
+    ]);
+  });
+  it('a follower copy no node can take waits for good; one whose receivers are busy waits for the transfer budget', () => {
+    const t = topology([...n, node('n5', { live: false })], [partition('q-1', 'n2', ['n1', 'n3', 'n4']), partition('q-2', 'n2', ['n1', 'n3'])]);
+    const busy: InFlightMove[] = [0, 1].map((i) => ({ partition: `q-9${i}`, op: 'follower_move', from: 'n2', to: 'n4', bytesRemaining: 5 }));
+    expect(why(t, { inFlight: busy })).toEqual([
+      {
+        line: 'q-1: no node can take the copy: every live node that is not draining holds a copy of the partition; this does not pass by itself: add a node, or bring n5 back',
+        passes: false,
+      },
+      { line: 'q-2: the transfer budget on n4, the node that could take the copy, is in use (2 transfers each)', passes: true },
+    ]);
   });
 });
 
