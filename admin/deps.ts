@@ -54,7 +54,7 @@ export interface AdminDeps {
   start(request: OperatorRequest, by: Requester): Promise<{ workflowId: string }>;
   cancel(partition: string, by: Requester): Promise<MoveStatus>;
   /** `queuesOnly`: leave the node's stream copies (see DrainRequest). */
-  drain(node: string, by: Requester, options: { queuesOnly: boolean }): Promise<{ workflowId: string }>;
+  drain(node: string, by: Requester, options?: { queuesOnly: boolean }): Promise<{ workflowId: string }>;
   undrain(node: string, by: Requester): Promise<void>;
   rebalancer: {
     status(): Promise<RebalancerState>;

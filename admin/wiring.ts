@@ -106,7 +106,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       }
     },
     cancel: (partition, by) => cancelMove(client, partition, `${by.reason} (${by.actor})`),
-    drain: (node, by, { queuesOnly }) => startDrain(ctx, { node, by: by.actor, reason: by.reason, ...(queuesOnly ? { queuesOnly } : {}) }),
+    drain: (node, by, options) => startDrain(ctx, { node, by: by.actor, reason: by.reason, ...(options?.queuesOnly ? { queuesOnly: true } : {}) }),
     async undrain(node, by) {
       await undrain({ client, cluster }, node, `${by.reason} (${by.actor})`);
     },

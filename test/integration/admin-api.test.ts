@@ -111,6 +111,7 @@ describe('bad input', () => {
     expect(malformed.body.message).toMatch(/malformed JSON/);
     expect((await call(base(), 'GET', '/api/nodes?limit=0')).body.message).toMatch(/limit: /);
     expect((await call(base(), 'POST', '/api/drain', { body: { reason: 'r' } })).body.message).toMatch(/node: /);
+    expect((await call(base(), 'POST', '/api/drain', { body: { node: 'n1', queuesOnly: 'yes', reason: 'r' } })).body.message).toMatch(/queuesOnly: .*boolean/);
     expect(await auditEntries()).toEqual(before);
   });
 
@@ -125,6 +126,20 @@ describe('bad input', () => {
     expect(drain.body.message).toMatch(/unknown node n42 \(node\)/);
     const cancel = await call(base(), 'POST', '/api/moves/q-598/cancel', { body: { reason: 'r' } });
     expect(cancel.body.message).toMatch(/unknown partition q-598/);
+  });
+});
+
+describe('drain', () => {
+  it('refuses a node holding a stream copy (409), naming the stream and changing nothing', async () => {
+    await f.cluster.client.createPartition({ id: 's-500', kind: 'stream', replicas: ['n1', 'n2', 'n3'] });
+    try {
+      const r = await call(base(), 'POST', '/api/drain', { body: { node: 'n2', reason: 'decommission' } });
+      expect(r.status).toBe(409);
+      expect(r.body).toMatchObject({ error: 'unmovable_copies', message: expect.stringMatching(/^n2 holds a copy of the stream s-500, which cannot move .*queuesOnly: true/) });
+      expect((await f.cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
+    } finally {
+      await f.cluster.client.deletePartition('s-500');
+    }
   });
 });
 

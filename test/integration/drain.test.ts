@@ -1,12 +1,13 @@
 /**
- * Drains end to end: a real Temporal dev server, a reference cluster over HTTP (partitions q-450..q-469 only:
- * workflow ids are shared by every test file on the dev server) and the project's worker with its relay. No
- * rebalancer loop runs here, so every move is the drain's.
+ * Drains end to end: a real Temporal dev server, a reference cluster over HTTP (partitions q-450..q-469 and the
+ * stream s-450 only: workflow ids are shared by every test file on the dev server) and the project's worker with
+ * its relay. No rebalancer loop runs here, so every move is the drain's.
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../client/moves';
+import { drainOutcomeLine } from '../../client/commands/drain';
 import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
@@ -169,5 +170,37 @@ describe('drain', () => {
     const t = await cluster.client.topology();
     expect(t.partitions.filter((p) => p.pendingRecovery !== null)).toEqual([]);
     for (const p of t.partitions) expect(p.followers.length + 1, p.id).toBe(p.replicationFactor);
+  });
+
+  it('refuses a node holding a stream copy up front, changing nothing; drained of its queues only, it ends listing the streams left', async () => {
+    // s-450 is a stream: nothing may move it yet, so a drain of n5 could never end.
+    await cluster.client.createPartition({ id: 's-450', kind: 'stream', replicas: ['n2', 'n5', 'n4'] });
+    const queues = (await copiesOn(cluster.client, 'n5')).filter((id) => id !== 's-450');
+    expect(queues.length).toBeGreaterThan(0);
+    const refused = await refusal(startDrain(ctx(), { node: 'n5', by: 'test', reason: 'x', settings }));
+    expect(refused.code).toBe('unmovable_copies');
+    expect(refused.message).toMatch(/^n5 holds a copy of the stream s-450, which cannot move \(streams need their own seal and selection path\), so the drain could never end; drain with --queues-only/);
+    let out = '';
+    let err = '';
+    const code = await runCli(['drain', 'n5', '--reason', 'decommission'], { out: (t) => void (out += t), err: (t) => void (err += t) });
+    expect(code).toBe(1);
+    expect(err).toBe(`refused (unmovable_copies): ${refused.message}\n`);
+    out = '';
+    expect(await runCli(['drain', 'n5', '--json'], { out: (t) => void (out += t), err: () => undefined })).toBe(1);
+    expect(JSON.parse(out)).toEqual({ ok: false, code: 'unmovable_copies', message: refused.message });
+    expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n5')!.draining).toBe(false);
+    await expect(client.workflow.getHandle('drain-n5').describe()).rejects.toThrow();
+    expect((await copiesOn(cluster.client, 'n5')).sort()).toEqual([...queues, 's-450'].sort());
+
+    const handle = await startDrain(ctx(), { node: 'n5', by: 'dana', reason: 'queues off n5', queuesOnly: true, settings });
+    const outcome = await drainOutcome(handle);
+    expect(outcome).toEqual({ status: 'completed', node: 'n5', moves: expect.any(Number), streamsLeft: ['s-450'] });
+    expect(drainOutcomeLine(outcome!)).toMatch(/^completed: n5 holds no queue copy \(\d+ moves\); stream copies left on it: s-450$/);
+    expect(await copiesOn(cluster.client, 'n5')).toEqual(['s-450']);
+    const final = await drainStatus(client, 'n5');
+    expect(final).toMatchObject({ phase: 'completed', queuesOnly: true, partitionsLeft: 0, ownedLeft: 0, bytesLeft: 0, streamsLeft: ['s-450'], blockingReasons: [] });
+    expect(final.moves.completed).toBeGreaterThanOrEqual(queues.length);
+    await replayAndKeep(client, handle.workflowId, 'drain-queues-only');
+    await undrain({ client, cluster: cluster.client }, 'n5', 'back in service');
   });
 });
