@@ -3,8 +3,8 @@
  * hand off every partition it owns to an admitted follower, then move every follower copy off it, each target
  * chosen by the planner (`draining` in its input) under the transfer limits. It ends when the node holds no
  * copy, or, for a drain of the queues only, no queue copy (its stream copies, which nothing moves yet, listed
- * in the outcome); the mark stays, so nothing moves back until `undrain`. Cancelling it starts no new move, lets the moves
- * in flight finish or abort cleanly on their own, then clears the mark.
+ * in the outcome); the mark stays, so nothing moves back until `undrain`. Cancelling it starts no new move,
+ * lets the moves in flight finish or abort cleanly on their own, then clears the mark.
  */
 import {
   ApplicationFailure,

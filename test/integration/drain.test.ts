@@ -203,4 +203,21 @@ describe('drain', () => {
     await replayAndKeep(client, handle.workflowId, 'drain-queues-only');
     await undrain({ client, cluster: cluster.client }, 'n5', 'back in service');
   });
+
+  it('says plainly when it waits on something that does not pass by itself, and goes on once that is fixed', async () => {
+    // n4 owns q-460, whose only follower n2 goes down: no admitted follower can take the owner role until n2 is back.
+    await cluster.client.createPartition({ id: 'q-460', replicas: ['n4', 'n2'] });
+    await cluster.client.fault({ fault: 'crash-node', node: 'n2' });
+    const handle = await startDrain(ctx(), { node: 'n4', by: 'erin', reason: 'retire n4', queuesOnly: true, settings });
+    const stuck = await eventually('the drain to say q-460 waits for good', async () => {
+      const s = await handle.query(drainStatusQuery);
+      return s.blockingReasons.find((r) => r.startsWith('q-460: ')) && s.ownedLeft === 1 ? s : undefined;
+    });
+    expect(stuck.phase).toBe('handing_off');
+    expect(stuck.blockingReasons.find((r) => r.startsWith('q-460: '))).toMatch(/^q-460: .*; this does not pass by itself: .*bring n2 back/);
+    await cluster.client.fault({ fault: 'restart-node', node: 'n2' });
+    expect(await drainOutcome(handle)).toEqual({ status: 'completed', node: 'n4', moves: expect.any(Number), streamsLeft: ['s-450'] });
+    expect(await copiesOn(cluster.client, 'n4')).toEqual(['s-450']);
+    await undrain({ client, cluster: cluster.client }, 'n4', 'back in service');
+  });
 });
