@@ -1,6 +1,7 @@
 /**
  * The dashboard in a real browser: Debian's chromium driven by playwright-core, headless, on loopback only,
- * against the admin API on a reference cluster and the shared dev server (partitions q-520..q-539 only).
+ * against the admin API on a reference cluster and the shared dev server (partitions q-520..q-539 and the
+ * stream s-520 only).
  * Nothing is installed at run time: without /usr/bin/chromium the file fails in CI and is skipped locally with
  * the reason.
  */
@@ -88,6 +89,22 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
     await page.fill('#resume-form input[name=reason]', 'latency explained');
     await page.click('#resume');
     await expect.poll(() => page.locator('#banner').isVisible(), { timeout: 10_000 }).toBe(false);
+  });
+
+  it('drain shows the refusal of a node holding a stream copy; with "queues only" the drain starts', async () => {
+    await f.cluster.client.createPartition({ id: 's-520', kind: 'stream', replicas: ['n1', 'n2', 'n3'] });
+    await page.fill('#drain-form input[name=node]', 'n2');
+    await page.fill('#drain-form input[name=reason]', 'retire n2');
+    await page.click('#drain');
+    await expect.poll(() => page.textContent('#message'), { timeout: 10_000 }).toMatch(/^refused \(unmovable_copies\): n2 holds a copy of the stream s-520/);
+    expect((await f.cluster.client.topology()).nodes.find((n) => n.id === 'n2')!.draining).toBe(false);
+    await page.check('#drain-queues-only');
+    await page.click('#drain');
+    await expect.poll(() => page.textContent('#message'), { timeout: 10_000 }).toBe('drain: started');
+    const audit = (await call(f.admin.url, 'GET', '/api/audit')).body.entries as { action: string; params: Record<string, unknown>; outcome: string }[];
+    expect(audit[0]).toMatchObject({ action: 'drain', params: { queuesOnly: true }, outcome: 'ok' });
+    // The form clears once the page has refreshed after the action.
+    await expect.poll(() => page.isChecked('#drain-queues-only'), { timeout: 10_000 }).toBe(false);
   });
 
   it('refuses a forged cross-site action', async () => {
