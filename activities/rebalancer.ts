@@ -46,6 +46,9 @@ export interface PlanRequest {
   cooldowns: PlanInput['cooldowns'];
   now: number;
   draining?: string[];
+  /** The loop's pins and exclusions (absent for a drain: what it was asked to empty moves regardless). */
+  pinned?: PlanInput['pinned'];
+  excluded?: PlanInput['excluded'];
 }
 
 /**

@@ -20,6 +20,8 @@ export type MoveRequestBody = z.infer<typeof MoveRequestBody>;
 
 export const NodeActionBody = z.object({ node: NodeId, reason }).strict();
 
+export const PartitionActionBody = z.object({ partition: PartitionId, reason }).strict();
+
 export const PartitionParams = z.object({ partition: PartitionId }).strict();
 
 const page = {

@@ -49,6 +49,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     ownedLeft: left?.ownedLeft ?? null,
     bytesLeft: left?.bytesLeft ?? null,
     blockingReasons,
+    notice: request.notice ?? null,
     lastPlan,
     outcome,
   }));
