@@ -5,7 +5,7 @@ const POLL_MS = 2000;
 const DIMENSIONS = ['owned', 'followed', 'history', 'traffic', 'sync'];
 
 const $ = (id) => document.getElementById(id);
-const state = { nodesOffset: 0, movesOffset: 0, polling: false };
+const state = { nodesOffset: 0, movesOffset: 0, polling: false, holds: null };
 
 // The printed dashboard URL carries the token in the fragment, which never reaches a server; keep it for the tab.
 const fragment = new URLSearchParams(location.hash.slice(1));
@@ -152,6 +152,10 @@ function renderHolds(rebalancer) {
   };
   const pinned = rebalancer.pinned ?? [];
   const excluded = rebalancer.excluded ?? [];
+  // Drawn again only when they change, so a reason being typed into a row survives the polls.
+  const key = JSON.stringify([pinned, excluded]);
+  if (key === state.holds) return;
+  state.holds = key;
   $('holds-count').textContent = pinned.length + excluded.length === 0 ? '(none)' : `(${pinned.length} pinned, ${excluded.length} excluded)`;
   $('holds').replaceChildren(
     ...pinned.map((h) => row('pinned', h, 'unpin', { partition: h.id })),

@@ -139,6 +139,10 @@ describe('pin and exclude', () => {
     await replayAndKeep(client, w.rebalancerWorkflowId!, 'rebalancer-pins-and-exclusions', holdingRun);
     if (planningRun !== holdingRun) await replayAndKeep(client, w.rebalancerWorkflowId!, 'rebalancer-planned-around-pins', planningRun);
 
+    // The dry run plans with the loop's pins and exclusions.
+    const dry = JSON.parse((await cli('plan', '--json')).out) as { steps: { partition: string; from: string; to: string }[]; idleReason: string | null };
+    expect(dry.steps.filter((x) => x.partition === PINNED || x.from === 'n5' || x.to === 'n5')).toEqual([]);
+
     const shown = await cli('status');
     expect(shown.out).toMatch(new RegExp(`^pinned: +${PINNED} by alice since \\S+: consumer audit$`, 'm'));
     expect(shown.out).toMatch(/^excluded: +n5 by alice since \S+: burn-in of new disks$/m);
