@@ -48,6 +48,9 @@ export interface PlanRequest {
   draining?: string[];
   /** A drain asks why the copies left on its node that the plan moves nowhere stay there. */
   drain?: { node: string; queuesOnly: boolean };
+  /** The loop's pins and exclusions (absent for a drain: what it was asked to empty moves regardless). */
+  pinned?: PlanInput['pinned'];
+  excluded?: PlanInput['excluded'];
 }
 
 /** A plan, and for a drain what keeps the rest of its node's copies in place (absent in plans older workers recorded). */

@@ -6,6 +6,7 @@
 import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
 import type { MoveStatus, ReconfigurationKind, ReconfigurationRequest } from '../workflows/definitions';
+import type { HoldAction } from '../workflows/rebalancer-rules';
 import type { EndedMove, MoveDetail } from '../client/moves';
 
 /** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */
@@ -31,6 +32,17 @@ export interface RebalancerState {
   waitingFor: string | null;
   /** Moves the loop started since it first ran, by kind (its planner decisions); empty when no loop runs. */
   startedByKind: Partial<Record<ReconfigurationKind, number>>;
+  /** Partitions the loop leaves alone, and nodes it moves nothing onto or off, each with who, why and since when. */
+  pinned: HoldView[];
+  excluded: HoldView[];
+}
+
+/** A pinned partition or an excluded node (`id`): who set it, why, and when (ISO). */
+export interface HoldView {
+  id: string;
+  by: string;
+  reason: string;
+  since: string;
 }
 
 /** Who asked and why: recorded by the workflow where it records it, and in the audit log. */
@@ -60,6 +72,8 @@ export interface AdminDeps {
     status(): Promise<RebalancerState>;
     pause(by: Requester): Promise<RebalancerState>;
     resume(by: Requester): Promise<RebalancerState>;
+    /** Pin or unpin a partition, exclude or include a node (the id checked against the broker by the caller). */
+    hold(action: HoldAction, id: string, by: Requester): Promise<RebalancerState>;
   };
   /**
    * Moves each drain started on the planner's proposals, by kind: the drains running and those ended within the

@@ -22,6 +22,7 @@ export const NodeActionBody = z.object({ node: NodeId, reason }).strict();
 
 /** `queuesOnly`: move every queue copy off the node and leave its stream copies (a stream copy is refused without it). */
 export const DrainBody = z.object({ node: NodeId, queuesOnly: z.boolean().default(false), reason }).strict();
+export const PartitionActionBody = z.object({ partition: PartitionId, reason }).strict();
 
 export const PartitionParams = z.object({ partition: PartitionId }).strict();
 

@@ -20,7 +20,9 @@ import type { AuditLog, AuditSource } from './audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
-import { AuditQuery, DrainBody, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionParams, ReasonBody } from './schemas';
+import { unknownId } from '../client/rebalancer';
+import type { HoldAction } from '../workflows/rebalancer-rules';
+import { AuditQuery, DrainBody, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionActionBody, PartitionParams, ReasonBody } from './schemas';
 
 export interface AdminOptions {
   deps: AdminDeps;
@@ -75,20 +77,13 @@ function sameSecret(given: string, expected: string): boolean {
   return crypto.timingSafeEqual(a, b);
 }
 
-function listed(ids: string[]): string {
-  return ids.slice(0, 10).join(', ') + (ids.length > 10 ? ', ...' : '');
-}
-
 /** Unknown names are bad input: refused with the name and what the broker has, before anything is asked. */
 function checkNames(topology: Topology, partition: string | null, nodes: Record<string, string | undefined>): void {
-  if (partition !== null && !topology.partitions.some((p) => p.id === partition)) {
-    const ids = topology.partitions.map((p) => p.id);
-    throw new ApiError(404, 'unknown_partition', `unknown partition ${partition}: the broker has ${ids.length} (${listed(ids)})`, [{ path: 'partition', message: `unknown partition ${partition}` }]);
-  }
+  const partitionProblem = partition === null ? null : unknownId(topology, 'partition', partition);
+  if (partitionProblem !== null) throw new ApiError(404, 'unknown_partition', partitionProblem, [{ path: 'partition', message: `unknown partition ${partition}` }]);
   for (const [field, node] of Object.entries(nodes)) {
-    if (node === undefined || topology.nodes.some((n) => n.id === node)) continue;
-    const ids = topology.nodes.map((n) => n.id);
-    throw new ApiError(404, 'unknown_node', `unknown node ${node} (${field}): the broker has ${ids.length} (${listed(ids)})`, [{ path: field, message: `unknown node ${node}` }]);
+    const problem = node === undefined ? null : unknownId(topology, 'node', node, field);
+    if (problem !== null) throw new ApiError(404, 'unknown_node', problem, [{ path: field, message: `unknown node ${node}` }]);
   }
 }
 
@@ -204,6 +199,24 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     }
   };
 
+  /**
+   * Pin, unpin, exclude, include: the loop's update, audited. Only a pin or an exclusion checks the id against the
+   * broker, so a hold on an id the broker no longer has can still be lifted.
+   */
+  const holdRoute = (action: HoldAction, summary: string): RouteSpec => {
+    const partitions = action === 'pin' || action === 'unpin';
+    return {
+      method: 'POST', url: `/api/${action}`, body: partitions ? PartitionActionBody : NodeActionBody, summary,
+      handler: async (req) => {
+        const body = partitions ? parse(PartitionActionBody, req.body, 'body') : parse(NodeActionBody, req.body, 'body');
+        const id = 'partition' in body ? body.partition : body.node;
+        if (action === 'pin') checkNames(await deps.topology(), id, {});
+        if (action === 'exclude') checkNames(await deps.topology(), null, { node: id });
+        return act(req, action, id, {}, body.reason, (by) => deps.rebalancer.hold(action, id, by));
+      },
+    };
+  };
+
   const routes: RouteSpec[] = [
     {
       method: 'GET', url: '/api/status', summary: 'Rebalancer running or paused (by whom, why), pending recoveries, counts',
@@ -296,6 +309,10 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         return act(req, 'resume', null, {}, reason, (by) => deps.rebalancer.resume(by));
       },
     },
+    holdRoute('pin', 'Pin a partition: the rebalancer proposes and starts nothing on it (operators\' moves and drains go ahead)'),
+    holdRoute('unpin', 'Unpin a partition'),
+    holdRoute('exclude', 'Exclude a node from rebalancing: no copy or ownership moves onto or off it by the rebalancer (a drain still runs)'),
+    holdRoute('include', 'Include an excluded node in rebalancing again'),
     {
       method: 'POST', url: '/api/moves', body: MoveRequestBody, summary: 'Request a follower move, owner handoff, owner move, replication-factor increase or replacement',
       handler: async (req, reply) => {

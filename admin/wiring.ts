@@ -4,13 +4,14 @@ import type { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import { startGrow, startReplace } from '../client/grow';
 import { startHandoff, startOwnerMove } from '../client/handoff';
-import { cancelMove, listMoves, MoveRefused, recentMoves, showMove, startFollowerMove } from '../client/moves';
-import { rebalancerStatus, setPaused, startDrain, undrain } from '../client/rebalancer';
+import { cancelMove, listMoves, recentMoves, showMove, startFollowerMove } from '../client/moves';
+import { drainNotice, loopStatusIfAny, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
 import { planToConvergence, scoreNodes } from '../planner';
 import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
-import { drainStatusQuery, type MoveStatus, type RebalancerStatus } from '../workflows/definitions';
-import type { AdminDeps, RebalancerState, ScoresView } from './deps';
+import { drainStatusQuery, type MoveStatus, type OperatorNote, type RebalancerStatus } from '../workflows/definitions';
+import { planHolds } from '../workflows/rebalancer-rules';
+import type { AdminDeps, HoldView, RebalancerState, ScoresView } from './deps';
 
 export interface AdminSources {
   client: Client;
@@ -45,6 +46,10 @@ type DrainDecisions = Awaited<ReturnType<AdminDeps['drainDecisions']>>[number];
 /** How far back ended drains still count toward the planner decisions: far more than any scrape interval. */
 const DRAIN_LOOKBACK_MS = 3_600_000;
 
+function holdViews(holds: Record<string, OperatorNote>): HoldView[] {
+  return Object.entries(holds).map(([id, n]) => ({ id, by: n.by, reason: n.reason, since: new Date(n.at).toISOString() }));
+}
+
 function stateOf(s: RebalancerStatus): RebalancerState {
   const note = s.paused ?? s.lastResumed;
   return {
@@ -54,6 +59,8 @@ function stateOf(s: RebalancerStatus): RebalancerState {
     since: note ? new Date(note.at).toISOString() : null,
     waitingFor: s.waitingFor,
     startedByKind: byKind(s.startedByOp),
+    pinned: holdViews(s.pinned),
+    excluded: holdViews(s.excluded),
   };
 }
 
@@ -68,11 +75,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
    * and a query of it has a worker replay its whole history, on every scrape for the lookback's hour.
    */
   const endedDrains = new Map<string, DrainDecisions>();
-  const loopStatus = () =>
-    rebalancerStatus(client, scope).catch((err: unknown) => {
-      if (err instanceof MoveRefused && err.code === 'no_rebalancer') return null;
-      throw err;
-    });
+  const loopStatus = () => loopStatusIfAny(client, scope);
   return {
     topology: () => cluster.topology(),
     syncBudget: () => cluster.syncBudget(),
@@ -85,7 +88,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     async plan(topology, moves) {
       // The loop's cooldowns, when it runs, so the dry run proposes what the loop would.
       const loop = await loopStatus();
-      return planToConvergence(planInput(topology, moves, loop?.cooldowns), planner);
+      return planToConvergence({ ...planInput(topology, moves, loop?.cooldowns), ...(loop ? planHolds(loop) : {}) }, planner);
     },
     moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),
@@ -106,17 +109,21 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       }
     },
     cancel: (partition, by) => cancelMove(client, partition, `${by.reason} (${by.actor})`),
-    drain: (node, by, options) => startDrain(ctx, { node, by: by.actor, reason: by.reason, ...(options?.queuesOnly ? { queuesOnly: true } : {}) }),
+    async drain(node, by, options) {
+      const notice = drainNotice(await loopStatus(), await cluster.topology(), node);
+      return startDrain(ctx, { node, by: by.actor, reason: by.reason, ...(options?.queuesOnly ? { queuesOnly: true } : {}), ...(notice ? { notice } : {}) });
+    },
     async undrain(node, by) {
       await undrain({ client, cluster }, node, `${by.reason} (${by.actor})`);
     },
     rebalancer: {
       async status() {
         const s = await loopStatus();
-        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {} };
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [] };
       },
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
+      hold: async (action, id, by) => stateOf(await setHold(client, scope, action, id, { by: by.actor, reason: by.reason })),
     },
     async drainDecisions() {
       const since = new Date(Date.now() - DRAIN_LOOKBACK_MS).toISOString();

@@ -13,10 +13,15 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
+import type { Topology } from '../cluster/contract';
 import {
   drainStatusQuery,
   drainWorkflowId,
+  excludeUpdate,
+  includeUpdate,
   pauseUpdate,
+  pinUpdate,
+  unpinUpdate,
   rebalancerStatusQuery,
   rebalancerWorkflowId,
   resumeUpdate,
@@ -30,6 +35,7 @@ import {
 import type { drain } from '../workflows/drain';
 import type { rebalancer } from '../workflows/rebalancer';
 import { checkDrain } from '../workflows/rebalancer-drain-rules';
+import { holders, type HoldAction } from '../workflows/rebalancer-rules';
 import { MoveRefused, outcomeOf } from './moves';
 
 /** Starts the loop unless it runs already; the running one keeps its state and settings. */
@@ -71,6 +77,59 @@ export async function setPaused(client: Client, scope: string, paused: boolean, 
     if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
     throw err;
   }
+}
+
+/**
+ * Pin or unpin a partition, exclude or include a node. The loop refuses a request without who and why, a pin of a
+ * partition pinned already, an unpin of one that is not (likewise for nodes); check the id against the broker first
+ * (`unknownId`), as the loop cannot.
+ */
+export async function setHold(client: Client, scope: string, action: HoldAction, id: string, request: PauseRequest): Promise<RebalancerStatus> {
+  const handle = loopHandle(client, scope);
+  try {
+    return action === 'pin' || action === 'unpin'
+      ? await handle.executeUpdate(action === 'pin' ? pinUpdate : unpinUpdate, { args: [{ ...request, partition: id }] })
+      : await handle.executeUpdate(action === 'exclude' ? excludeUpdate : includeUpdate, { args: [{ ...request, node: id }] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) throw new MoveRefused(`${action}_refused`, err.cause?.message ?? err.message);
+    if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
+    throw err;
+  }
+}
+
+function listed(ids: string[]): string {
+  return ids.slice(0, 10).join(', ') + (ids.length > 10 ? ', ...' : '');
+}
+
+/** An id the broker does not have, in words naming it (and the field it came in) and what the broker has; null when it has it. */
+export function unknownId(topology: Topology, kind: 'partition' | 'node', id: string, field?: string): string | null {
+  const ids = kind === 'partition' ? topology.partitions.map((p) => p.id) : topology.nodes.map((n) => n.id);
+  return ids.includes(id) ? null : `unknown ${kind} ${id}${field ? ` (${field})` : ''}: the broker has ${ids.length} (${listed(ids)})`;
+}
+
+/** The loop's status, or null when no loop runs (a notice about pins is then moot). */
+export async function loopStatusIfAny(client: Client, scope: string): Promise<RebalancerStatus | null> {
+  return rebalancerStatus(client, scope).catch((err: unknown) => {
+    if (err instanceof MoveRefused && err.code === 'no_rebalancer') return null;
+    throw err;
+  });
+}
+
+/** An operator's reconfiguration of a pinned partition goes ahead; one line saying so, or null when not pinned. */
+export function pinNotice(status: Pick<RebalancerStatus, 'pinned'> | null, partition: string): string | null {
+  const pin = status?.pinned[partition];
+  return pin ? `note: ${partition} is pinned by ${pin.by} (${pin.reason}): the rebalancer leaves it alone, but an operator's request goes ahead` : null;
+}
+
+/** A drain of an excluded node, or of one holding pinned partitions, goes ahead; one line saying so, or null. */
+export function drainNotice(status: Pick<RebalancerStatus, 'pinned' | 'excluded'> | null, topology: Topology, node: string): string | null {
+  if (!status) return null;
+  const parts: string[] = [];
+  const ex = status.excluded[node];
+  if (ex) parts.push(`${node} is excluded from rebalancing by ${ex.by} (${ex.reason})`);
+  const pinned = topology.partitions.filter((p) => status.pinned[p.id] && holders(p).includes(node)).map((p) => p.id);
+  if (pinned.length > 0) parts.push(`${ex ? '' : `${node} `}holds pinned ${listed(pinned)}`);
+  return parts.length > 0 ? `note: ${parts.join(' and ')}: the drain moves every copy off ${node} as asked` : null;
 }
 
 export interface DrainContext {

@@ -78,6 +78,8 @@ export class TickPlanner {
   readonly touched = new Set<number>();
   free: number;
   blocked: string | null = null;
+  /** The first pinned partition a balancing move or handoff passed over: named when nothing else starts. */
+  pinHit: number | null = null;
   /** Partitions and nodes cooling down at this tick's clock, by index (nodes as flags: asked for each node per proposal). */
   private readonly coolingParts = new Set<number>();
   private readonly coolingNodes: Uint8Array;
@@ -129,7 +131,37 @@ export class TickPlanner {
   }
 
   partFree(p: number): boolean {
+    return this.movable(p) && !this.pinned(p);
+  }
+
+  /** Free but for an operator's pin: no change in flight, not moved in this plan, not cooling down. */
+  movable(p: number): boolean {
     return this.st.busy[p] === null && !this.touched.has(p) && !this.coolingParts.has(p);
+  }
+
+  /** Pinned by an operator: the loop starts nothing on it. */
+  pinned(p: number): boolean {
+    return this.st.pins.has(p);
+  }
+
+  /** Excluded by an operator: no copy or ownership moves onto or off it. */
+  excluded(n: NodeState): boolean {
+    return n.excluded !== null;
+  }
+
+  /** Remembers the first pinned partition passed over that was otherwise free to move. */
+  notePinned(p: number): void {
+    if (this.pinHit === null && this.pinned(p) && this.movable(p)) this.pinHit = p;
+  }
+
+  /** The pin passed over, in words, or ''. */
+  pinNote(): string {
+    return this.pinHit === null ? '' : `; ${this.st.id(this.pinHit)} is left alone (${this.st.pins.get(this.pinHit)})`;
+  }
+
+  /** Why a partition a drain wants to move waits. */
+  waits(p: number): string {
+    return this.st.busy[p] ?? this.st.pins.get(p) ?? 'moved just now or cooling down';
   }
 
   cooling(n: NodeState): boolean {
@@ -138,7 +170,7 @@ export class TickPlanner {
 
   /** May take a transfer now: live, staying, not rejoining, a free slot in the sync budget. */
   receiverOk(n: NodeState): boolean {
-    return n.live && !n.draining && !n.suspended && n.inbound < this.ctx.config.maxTransfersPerNode;
+    return n.live && !n.draining && !n.suspended && !this.excluded(n) && n.inbound < this.ctx.config.maxTransfersPerNode;
   }
 
   /** A copy of p may go from `from` to `to`: not there already, not back, and no zone gets more copies than before. */
@@ -195,6 +227,10 @@ export class TickPlanner {
   drain(): void {
     for (const d of this.st.nodes) {
       if (!d.draining) continue;
+      if (this.excluded(d)) {
+        this.blocked ??= `drain of ${d.id}: ${d.id} is ${d.excluded}`;
+        continue;
+      }
       for (const p of [...d.parts]) {
         if (this.free <= 0) return;
         if (this.st.owner[p] !== d.index) continue;
@@ -203,13 +239,13 @@ export class TickPlanner {
           continue;
         }
         if (!this.partFree(p)) {
-          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.st.busy[p] ?? 'moved just now or cooling down'})`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.waits(p)})`;
           continue;
         }
         let best: NodeState | null = null;
         for (const f of this.st.followers(p)) {
           const n = this.st.nodes[f]!;
-          if (!this.st.stays(n) || n.suspended || this.ctx.formerOwners.get(p)?.has(f)) continue;
+          if (!this.st.stays(n) || n.suspended || this.excluded(n) || this.ctx.formerOwners.get(p)?.has(f)) continue;
           if (best === null || this.dev(n) < this.dev(best)) best = n;
         }
         if (best === null) {
@@ -222,7 +258,7 @@ export class TickPlanner {
         if (this.free <= 0) return;
         if (this.st.owner[p] === d.index || !this.st.isFollower(p, d.index)) continue;
         if (!this.partFree(p)) {
-          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.st.busy[p] ?? 'moved just now or cooling down'})`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.waits(p)})`;
           continue;
         }
         const to = this.drainTarget(p, d);
@@ -268,7 +304,7 @@ export class TickPlanner {
           allReceivers.push(n);
           if (smallestReceiver === null || n.cap < smallestReceiver.cap) smallestReceiver = n;
         }
-        if (this.st.stays(n) && !this.cooling(n) && this.dev(n) > 0) above.push(n);
+        if (this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && this.dev(n) > 0) above.push(n);
       }
       const sources = smallest(above, this.devs, -1, SOURCES_PER_PROPOSAL);
       const receivers = smallest(allReceivers, this.recvDevs, 1, SOURCES_PER_PROPOSAL);
@@ -285,12 +321,15 @@ export class TickPlanner {
       // above the mean would cost its whole history.
       for (const r of allReceivers) {
         for (const p of this.st.retainedOn.get(r.index) ?? []) {
-          if (!this.partFree(p)) continue;
+          if (!this.partFree(p)) {
+            this.notePinned(p);
+            continue;
+          }
           for (const f of this.st.followers(p)) {
             const s = this.st.nodes[f]!;
             const ds = this.dev(s);
             const dS = ds + this.st.copyDelta(p, s, false, -1);
-            if ((ds <= 0 && dS < -t) || !this.st.stays(s) || this.cooling(s) || this.ctx.moved.get(p)?.has(f) || !this.canReceive(p, r, s)) continue;
+            if ((ds <= 0 && dS < -t) || !this.st.stays(s) || this.cooling(s) || this.excluded(s) || this.ctx.moved.get(p)?.has(f) || !this.canReceive(p, r, s)) continue;
             best = this.better(best, p, s, r, ds, dS);
           }
         }
@@ -302,7 +341,11 @@ export class TickPlanner {
         const small = s.cap <= minRecvCap ? s : smallestReceiver!;
         for (const p of s.parts) {
           if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.st.cheapest[p]!)) continue;
-          if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index) || !this.partFree(p)) continue;
+          if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index)) continue;
+          if (!this.partFree(p)) {
+            this.notePinned(p);
+            continue;
+          }
           if (this.ctx.moved.get(p)?.has(s.index)) continue;
           const dS = ds + this.st.copyDelta(p, s, false, -1);
           for (const rn of this.st.retainedAt(p)?.keys() ?? []) {
@@ -321,7 +364,7 @@ export class TickPlanner {
       }
       if (best === null) {
         const who = over ? `${sources[0]!.id} is ${f2(this.dev(sources[0]!))} above` : `${receivers[0]!.id} is ${f2(-this.recvDev(receivers[0]!))} below`;
-        this.blocked ??= `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules`;
+        this.blocked ??= `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules${this.pinNote()}`;
         return;
       }
       const { p, s, r, imp } = best;
@@ -382,7 +425,8 @@ export class TickPlanner {
     for (const n of this.st.nodes) {
       if (!this.st.stays(n)) continue;
       const d = this.dev(n);
-      if (d > t && this.cooling(n)) this.blocked ??= `${n.id} is ${f2(d)} above the mean but cooling down after receiving copies`;
+      if (this.excluded(n) && Math.abs(d) > t) this.blocked ??= `${n.id} is ${f2(Math.abs(d))} ${d > 0 ? 'above' : 'below'} the mean but ${n.excluded}`;
+      else if (d > t && this.cooling(n)) this.blocked ??= `${n.id} is ${f2(d)} above the mean but cooling down after receiving copies`;
       else if (d < -t && !this.receiverOk(n))
         this.blocked ??= `${n.id} is ${f2(-d)} below the mean but cannot take a transfer now (${n.suspended ? 'rejoining replicas come first' : 'its transfer slots are in use'})`;
       else if (d < -t) this.blocked ??= `${n.id} is ${f2(-d)} below the mean but catching up on transfers in flight`;
@@ -396,18 +440,21 @@ export class TickPlanner {
     if (mo <= 0) return;
     const od = (n: NodeState): number => this.st.ownedDev(n, mo);
     while (this.free > 0) {
-      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && od(n) > 0);
+      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && od(n) > 0);
       if (sources.length === 0) return;
       sources.sort((a, b) => od(b) - od(a));
       let best = null as { p: number; s: NodeState; d: NodeState; imp: number } | null;
       for (const s of sources) {
         const a = od(s);
         for (const p of s.parts) {
-          if (this.st.owner[p] !== s.index || !this.partFree(p)) continue;
+          if (this.st.owner[p] !== s.index) continue;
+          // A pinned partition is weighed only to name its pin when it is what keeps a handoff from starting.
+          const pinned = this.pinned(p) && this.movable(p);
+          if (!pinned && !this.partFree(p)) continue;
           for (const f of this.st.followers(p)) {
             const d = this.st.nodes[f]!;
             const b = od(d);
-            if (!this.st.stays(d) || d.suspended || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(p)?.has(f)) continue;
+            if (!this.st.stays(d) || d.suspended || this.excluded(d) || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(p)?.has(f)) continue;
             const imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(b + 1 / (d.cap * mo)));
             if (!this.improves(imp)) continue;
             // The totals must stay inside the band, or at least not spread further.
@@ -415,12 +462,19 @@ export class TickPlanner {
             const td = this.dev(d);
             const after = Math.max(Math.abs(ts + this.st.roleDelta(p, s, -1)), Math.abs(td + this.st.roleDelta(p, d, 1)));
             if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+            if (pinned) {
+              this.pinHit ??= p;
+              continue;
+            }
             if (best === null || imp > best.imp || (imp === best.imp && b < od(best.d))) best = { p, s, d, imp };
           }
         }
         if (best !== null) break;
       }
-      if (best === null) return;
+      if (best === null) {
+        if (this.pinHit !== null) this.blocked ??= `no owner handoff may start${this.pinNote()}`;
+        return;
+      }
       const { p, s, d, imp } = best;
       this.handoff(
         p,

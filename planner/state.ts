@@ -5,7 +5,7 @@
  * belong together, and split apart every access would go through a second object.
  */
 import type { Partition, Topology } from '../cluster/contract';
-import type { InFlightMove, NodeScore, PlanInput, PlannerConfig } from './types';
+import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig } from './types';
 
 export interface NodeState {
   index: number;
@@ -16,6 +16,8 @@ export interface NodeState {
   draining: boolean;
   /** Holds a suspended (restarted, rejoining) replica: recovery transfers to it come first, so it receives nothing. */
   suspended: boolean;
+  /** Excluded by an operator, in words ("excluded by alice: ..."): no copy or ownership moves onto or off it. */
+  excluded: string | null;
   owned: number;
   followed: number;
   /** Sum of h / (h + k) over the partitions it holds. */
@@ -41,6 +43,11 @@ export interface Weights {
 
 function num(v: number | undefined): number {
   return v !== undefined && Number.isFinite(v) && v > 0 ? v : 0;
+}
+
+/** An operator's pin or exclusion in words, as reasons name it. */
+function held(what: 'pinned' | 'excluded', hold: OperatorHold | undefined): string | null {
+  return hold === undefined ? null : `${what} by ${hold.by}: ${hold.reason}`;
 }
 
 /** Role of a copy slot: a counted follower (admitted, caught up, not suspended: a handoff target) or any other copy. */
@@ -95,6 +102,8 @@ export class ClusterState {
   readonly retainedOn = new Map<number, number[]>();
   /** Partitions with a recovery pending, in topology order. */
   readonly recoveries: { id: string; reason: string }[] = [];
+  /** Partition index -> its operator's pin in words ("pinned by alice: ..."): never moved nor handed off. */
+  readonly pins = new Map<number, string>();
   private readonly ids: readonly { id: string }[];
 
   constructor(input: PlanInput, config: PlannerConfig, draining: ReadonlySet<string>) {
@@ -110,6 +119,7 @@ export class ClusterState {
         live: n.live,
         draining: n.draining || draining.has(n.id),
         suspended: false,
+        excluded: held('excluded', input.excluded?.[n.id]),
         owned: 0,
         followed: 0,
         hist: 0,
@@ -123,6 +133,7 @@ export class ClusterState {
     const k = config.historyHalfBytes;
     const named = new Set<string>(Object.keys(input.cooldowns.partitions));
     for (const m of input.inFlight) named.add(m.partition);
+    for (const id of Object.keys(input.pinned ?? {})) named.add(id);
     const count = t.partitions.length;
     this.partCount = count;
     this.ids = t.partitions;
@@ -138,6 +149,10 @@ export class ClusterState {
     this.copyRole = new Uint8Array(count * this.stride);
     this.readPartitions(t.partitions, k, named);
     for (const m of input.inFlight) this.applyInFlight(m);
+    for (const [id, pin] of Object.entries(input.pinned ?? {})) {
+      const p = this.partIndex.get(id);
+      if (p !== undefined) this.pins.set(p, held('pinned', pin)!);
+    }
 
     let activeCap = 0;
     const total = { owned: 0, followed: 0, hist: 0, traffic: 0, bytes: 0 };

@@ -52,6 +52,16 @@ export interface PlanInput {
   now: number;
   /** Nodes being drained: every copy leaves them, owners first by handoff. */
   draining?: string[];
+  /** Partitions an operator pinned, by id: never moved nor handed off (the loop passes its pins; a drain does not). */
+  pinned?: Record<string, OperatorHold>;
+  /** Nodes an operator excluded, by id: neither a source nor a receiver nor a handoff target. */
+  excluded?: Record<string, OperatorHold>;
+}
+
+/** Who pinned a partition or excluded a node, and why: the planner names them when they are what blocks. */
+export interface OperatorHold {
+  by: string;
+  reason: string;
 }
 
 export type ProposalOp = 'follower_move' | 'owner_handoff';

@@ -347,6 +347,10 @@ export interface RebalancerState {
   moves: { started: number; completed: number; cancelled: number; aborted: number };
   /** Moves started, by op: each a planner decision the loop acted on. Absent in a state carried from an older run. */
   startedByOp?: Record<ProposalOp, number>;
+  /** Partitions an operator pinned, by id: the loop proposes and starts nothing on them. Absent until the first pin. */
+  pinned?: Record<string, OperatorNote>;
+  /** Nodes an operator excluded, by id: the loop moves no copy or ownership onto or off them. Absent until the first. */
+  excluded?: Record<string, OperatorNote>;
 }
 
 export interface RebalancerInput {
@@ -360,6 +364,8 @@ export interface RebalancerStatus extends RebalancerState {
   /** What the loop waits for right now: paused, a pending recovery, the next tick. */
   waitingFor: string;
   settings: RebalancerSettings;
+  pinned: Record<string, OperatorNote>;
+  excluded: Record<string, OperatorNote>;
 }
 
 export const rebalancerStatusQuery = defineQuery<RebalancerStatus>('rebalancerStatus');
@@ -367,6 +373,21 @@ export const rebalancerStatusQuery = defineQuery<RebalancerStatus>('rebalancerSt
 export const pauseUpdate = defineUpdate<RebalancerStatus, [PauseRequest]>('pause');
 /** Refused while running already, and without who and why. */
 export const resumeUpdate = defineUpdate<RebalancerStatus, [PauseRequest]>('resume');
+
+export interface PinRequest extends PauseRequest {
+  partition: string;
+}
+export interface ExcludeRequest extends PauseRequest {
+  node: string;
+}
+/** Refused without who and why, and for a partition pinned already; the caller checks the id against the broker. */
+export const pinUpdate = defineUpdate<RebalancerStatus, [PinRequest]>('pin');
+/** Refused without who and why, and for a partition that is not pinned. */
+export const unpinUpdate = defineUpdate<RebalancerStatus, [PinRequest]>('unpin');
+/** Refused without who and why, and for a node excluded already; the caller checks the id against the broker. */
+export const excludeUpdate = defineUpdate<RebalancerStatus, [ExcludeRequest]>('exclude');
+/** Refused without who and why, and for a node that is not excluded. */
+export const includeUpdate = defineUpdate<RebalancerStatus, [ExcludeRequest]>('include');
 
 export interface DrainRequest {
   node: string;
@@ -378,6 +399,8 @@ export interface DrainRequest {
    * then ends listing them. Absent or false: a node holding a stream copy is refused up front.
    */
   queuesOnly?: boolean;
+  /** One line for the drain's status, e.g. that the node is excluded from rebalancing or holds pinned partitions. */
+  notice?: string;
   /** Absent: the worker's configured settings, read once when the drain starts. */
   settings?: RebalancerSettings;
   /** Absent on the first run; carried by continue-as-new. */
@@ -417,6 +440,8 @@ export interface DrainStatus extends DrainState {
    * does not end by itself says so and what would end it.
    */
   blockingReasons: string[];
+  /** The request's notice (the node is excluded from rebalancing, holds pinned partitions), or null. */
+  notice: string | null;
   lastPlan: PlanRecord | null;
   outcome: DrainOutcome | null;
 }

@@ -53,6 +53,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     bytesLeft: left?.bytesLeft ?? null,
     streamsLeft: left?.streams ?? null,
     blockingReasons,
+    notice: request.notice ?? null,
     lastPlan,
     outcome,
   }));

@@ -4,20 +4,70 @@
  * and the operator notes of pause and resume. Deterministic: used inside workflows and by activities.
  */
 import type { Partition, Topology, Transfer } from '../cluster/contract';
-import type { InFlightMove, PlannerConfig, Proposal } from '../planner/types';
-import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, TrackedMove } from './definitions';
+import type { InFlightMove, PlanInput, PlannerConfig, Proposal } from '../planner/types';
+import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, RebalancerState, TrackedMove } from './definitions';
 
-/** Why a pause or resume is refused, or null: who and why are required, and the loop must be in the other state. */
-export function checkOperatorNote(action: 'pause' | 'resume', request: PauseRequest | undefined, paused: OperatorNote | null): string | null {
+/** Why an operator's request to the loop is refused for want of who asks and why, or null. */
+function checkWhoAndWhy(action: string, request: PauseRequest | undefined): string | null {
   if (typeof request?.by !== 'string' || request.by.trim() === '') {
     return `${action} needs who asks: "by" is empty; expected a name, for example "alice"`;
   }
   if (typeof request.reason !== 'string' || request.reason.trim() === '') {
     return `${action} needs a reason: "reason" is empty; expected words saying why, for example "disk upgrade on n3"`;
   }
+  return null;
+}
+
+/** Why a pause or resume is refused, or null: who and why are required, and the loop must be in the other state. */
+export function checkOperatorNote(action: 'pause' | 'resume', request: PauseRequest | undefined, paused: OperatorNote | null): string | null {
+  const missing = checkWhoAndWhy(action, request);
+  if (missing) return missing;
   if (action === 'pause' && paused) return `the rebalancer is already paused by ${paused.by} (${paused.reason}); resume it first`;
   if (action === 'resume' && !paused) return 'the rebalancer is not paused: nothing to resume';
   return null;
+}
+
+export type HoldAction = 'pin' | 'unpin' | 'exclude' | 'include';
+
+/** What each action holds or releases: a pin holds a partition, an exclusion a node. */
+const HOLDS: Record<HoldAction, { what: 'partition' | 'node'; held: string; undo: HoldAction; adds: boolean }> = {
+  pin: { what: 'partition', held: 'pinned', undo: 'unpin', adds: true },
+  unpin: { what: 'partition', held: 'pinned', undo: 'pin', adds: false },
+  exclude: { what: 'node', held: 'excluded', undo: 'include', adds: true },
+  include: { what: 'node', held: 'excluded', undo: 'exclude', adds: false },
+};
+
+/**
+ * Why a pin, unpin, exclude or include is refused, or null: who and why are required, an id, and the partition
+ * or node must be in the other state. `holds`: the loop's pins (for pin and unpin) or exclusions.
+ */
+export function checkHold(action: HoldAction, id: unknown, request: PauseRequest | undefined, holds: Record<string, OperatorNote>): string | null {
+  const { what, held, undo, adds } = HOLDS[action];
+  const missing = checkWhoAndWhy(action, request);
+  if (missing) return missing;
+  if (typeof id !== 'string' || id.trim() === '') return `${action} needs a ${what}: "${what}" is empty; expected an id, for example "${what === 'node' ? 'n3' : 'q-3'}"`;
+  const note = holds[id.trim()];
+  if (adds && note) return `${id} is already ${held} by ${note.by} (${note.reason}); ${undo} it first`;
+  const now = Object.keys(holds);
+  if (!adds && !note) return `${id} is not ${held}: nothing to ${action} (${held}: ${now.length > 0 ? now.join(', ') : 'none'})`;
+  return null;
+}
+
+/** Why the loop leaves a planned step alone because of an operator's pin or exclusion, or null. */
+export function operatorHold(step: Pick<Proposal, 'partition' | 'from' | 'to'>, pinned: Record<string, OperatorNote> = {}, excluded: Record<string, OperatorNote> = {}): string | null {
+  const pin = pinned[step.partition];
+  if (pin) return `${step.partition} is pinned by ${pin.by}: ${pin.reason}`;
+  const node = [step.from, step.to].find((n) => excluded[n]);
+  return node ? `${node} is excluded by ${excluded[node]!.by}: ${excluded[node]!.reason}` : null;
+}
+
+/**
+ * The loop's pins and exclusions as the planner reads them, for the loop and for a dry run of what it would do;
+ * empty ones are left out, so a plan request without any is the same as before pins existed.
+ */
+export function planHolds(holds: Pick<RebalancerState, 'pinned' | 'excluded'>): Pick<PlanInput, 'pinned' | 'excluded'> {
+  const some = (r: Record<string, OperatorNote> | undefined) => r !== undefined && Object.keys(r).length > 0;
+  return { ...(some(holds.pinned) ? { pinned: holds.pinned } : {}), ...(some(holds.excluded) ? { excluded: holds.excluded } : {}) };
 }
 
 /** Cooldowns still running at `now`. */

@@ -7,18 +7,24 @@
  */
 import { allHandlersFinished, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
+  excludeUpdate,
+  includeUpdate,
   pauseUpdate,
+  pinUpdate,
+  unpinUpdate,
   rebalancerStatusQuery,
   resumeUpdate,
   topologySignal,
   type OperatorNote,
   type PauseRequest,
+  type PinRequest,
+  type ExcludeRequest,
   type RebalancerInput,
   type RebalancerState,
   type RebalancerStatus,
 } from './definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { checkOperatorNote, pruneCooldowns, recordEnded, selectStarts } from './rebalancer-rules';
+import { checkHold, checkOperatorNote, operatorHold, planHolds, pruneCooldowns, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
@@ -42,7 +48,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
   let waitingFor = 'the first tick';
 
   const note = (request: PauseRequest): OperatorNote => ({ by: request.by.trim(), reason: request.reason.trim(), at: Date.now() });
-  const status = (): RebalancerStatus => ({ ...state, state: state.paused ? 'paused' : 'running', waitingFor, settings });
+  const status = (): RebalancerStatus => ({ ...state, state: state.paused ? 'paused' : 'running', waitingFor, settings, pinned: state.pinned ?? {}, excluded: state.excluded ?? {} });
   const refuseIf = (problem: string | null) => {
     if (problem) throw new Error(problem);
   };
@@ -72,6 +78,25 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     { validator: (request) => refuseIf(checkOperatorNote('resume', request, state.paused)) },
   );
 
+  // Pins and exclusions live in the state, so they outlive workers, Temporal restarts and continue-as-new; the
+  // maps are created by the first one set, so the loop's input and plan requests stay as they were without any.
+  const hold = (action: HoldAction, id: string, request: PauseRequest): RebalancerStatus => {
+    const holds = action === 'pin' || action === 'unpin' ? (state.pinned ??= {}) : (state.excluded ??= {});
+    if (action === 'pin' || action === 'exclude') holds[id.trim()] = note(request);
+    else {
+      delete holds[id.trim()];
+      // A lifted hold may free a step the last plan could not take.
+      wake = true;
+    }
+    return status();
+  };
+  const checkPin = (action: HoldAction, request: PinRequest | undefined) => refuseIf(checkHold(action, request?.partition, request, state.pinned ?? {}));
+  const checkExclusion = (action: HoldAction, request: ExcludeRequest | undefined) => refuseIf(checkHold(action, request?.node, request, state.excluded ?? {}));
+  setHandler(pinUpdate, (r) => hold('pin', r.partition, r), { validator: (r) => checkPin('pin', r) });
+  setHandler(unpinUpdate, (r) => hold('unpin', r.partition, r), { validator: (r) => checkPin('unpin', r) });
+  setHandler(excludeUpdate, (r) => hold('exclude', r.node, r), { validator: (r) => checkExclusion('exclude', r) });
+  setHandler(includeUpdate, (r) => hold('include', r.node, r), { validator: (r) => checkExclusion('include', r) });
+
   async function tick(): Promise<void> {
     state.ticks++;
     // Paused with nothing in flight, there is nothing to learn from the broker.
@@ -91,7 +116,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
       waitingFor = `the recovery to activate (${pending})`;
       return;
     }
-    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now }, settings.planner);
+    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, ...planHolds(state) }, settings.planner);
     const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(snapshot.draining));
     const started: string[] = [];
     const skipped = [...selection.skipped];
@@ -99,6 +124,12 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
       // A pause accepted while this tick ran stops the steps not yet started.
       if (state.paused) {
         skipped.push({ partition: step.partition, reason: 'the rebalancer was paused' });
+        continue;
+      }
+      // Likewise a pin or an exclusion accepted while this tick ran.
+      const held = operatorHold(step, state.pinned, state.excluded);
+      if (held) {
+        skipped.push({ partition: step.partition, reason: held });
         continue;
       }
       const result = await startMove(step, 'planner', now);

@@ -5,7 +5,7 @@ const POLL_MS = 2000;
 const DIMENSIONS = ['owned', 'followed', 'history', 'traffic', 'sync'];
 
 const $ = (id) => document.getElementById(id);
-const state = { nodesOffset: 0, movesOffset: 0, polling: false };
+const state = { nodesOffset: 0, movesOffset: 0, polling: false, holds: null };
 
 // The printed dashboard URL carries the token in the fragment, which never reaches a server; keep it for the tab.
 const fragment = new URLSearchParams(location.hash.slice(1));
@@ -81,6 +81,8 @@ onSubmit('resume-form', ({ reason }) => act('/api/resume', { reason }));
 onSubmit('cancel-form', ({ partition, reason }) => act(`/api/moves/${encodeURIComponent(partition)}/cancel`, { reason }));
 onSubmit('drain-form', ({ node, reason, queuesOnly }, submitter) =>
   submitter?.value === 'undrain' ? act('/api/undrain', { node, reason }) : act('/api/drain', { node, reason, queuesOnly: queuesOnly === 'on' }));
+onSubmit('pin-form', ({ partition, reason }) => act('/api/pin', { partition, reason }));
+onSubmit('exclude-form', ({ node, reason }) => act('/api/exclude', { node, reason }));
 onSubmit('move-form', ({ kind, partition, from, to, reason }) => {
   const request = { kind, partition, reason };
   if (kind === 'grow') Object.assign(request, { to });
@@ -135,18 +137,49 @@ function scoreBar(n, view) {
   return bar;
 }
 
-function renderNodes(view) {
+// Pins and exclusions, each with who, why and since when, and a button (with its own reason) that lifts it.
+function renderHolds(rebalancer) {
+  const row = (kind, h, undo, body) => {
+    const form = el('form', { className: `hold row ${kind}`, dataset: { id: h.id } },
+      el('strong', { textContent: h.id }),
+      el('span', { textContent: `${kind} by ${h.by} since ${h.since}: ${h.reason}` }),
+      el('input', { name: 'reason', placeholder: 'reason (required)', required: true }),
+      el('button', { type: 'submit', className: undo, textContent: undo }));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      await act(`/api/${undo}`, { ...body, reason: new FormData(form).get('reason') });
+    });
+    return form;
+  };
+  const pinned = rebalancer.pinned ?? [];
+  const excluded = rebalancer.excluded ?? [];
+  // Drawn again only when they change, so a reason being typed into a row survives the polls.
+  const key = JSON.stringify([pinned, excluded]);
+  if (key === state.holds) return;
+  state.holds = key;
+  $('holds-count').textContent = pinned.length + excluded.length === 0 ? '(none)' : `(${pinned.length} pinned, ${excluded.length} excluded)`;
+  $('holds').replaceChildren(
+    ...pinned.map((h) => row('pinned', h, 'unpin', { partition: h.id })),
+    ...excluded.map((h) => row('excluded', h, 'include', { node: h.id })),
+  );
+}
+
+function renderNodes(view, excluded) {
   pager('nodes', 'nodesOffset', view.total);
   $('nodes').replaceChildren(
     ...view.nodes.map((n) => {
-      const classes = ['node', 'row', ...(n.live ? [] : ['down']), ...(n.draining ? ['draining'] : [])];
+      const out = excluded.has(n.node);
+      const classes = ['node', 'row', ...(n.live ? [] : ['down']), ...(n.draining ? ['draining'] : []), ...(out ? ['excluded'] : [])];
       return el(
         'div',
         { className: classes.join(' '), dataset: { node: n.node } },
         el('strong', { textContent: n.node }),
         el('span', { textContent: `zone ${n.zone}` }),
         el('span', { textContent: `cap ${n.capacity}` }),
-        el('span', {}, n.live ? null : el('span', { className: 'badge down', textContent: 'down' }), n.draining ? el('span', { className: 'badge draining', textContent: 'draining' }) : null),
+        el('span', {},
+          n.live ? null : el('span', { className: 'badge down', textContent: 'down' }),
+          n.draining ? el('span', { className: 'badge draining', textContent: 'draining' }) : null,
+          out ? el('span', { className: 'badge excluded', textContent: 'excluded', title: 'excluded from rebalancing' }) : null),
         scoreBar(n, view),
         el('span', { textContent: n.total.toFixed(2) }),
       );
@@ -201,7 +234,8 @@ async function refresh() {
       getJson(`/api/moves?offset=${state.movesOffset}&limit=${PAGE}&recent=10`),
     ]);
     renderBanner(status);
-    renderNodes(nodes);
+    renderHolds(status.rebalancer);
+    renderNodes(nodes, new Set((status.rebalancer.excluded ?? []).map((h) => h.id)));
     renderMoves(moves);
     $('updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {

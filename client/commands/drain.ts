@@ -2,8 +2,10 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
-import { drainOutcome, startDrain } from '../rebalancer';
+import { drainNotice, drainOutcome, loopStatusIfAny, startDrain } from '../rebalancer';
 import { defineCommand, EXIT, parseId, print, recordAction, withConnection, type CommandDeps } from '../output';
+import { loopScope } from './pause';
+import { notice } from './pin';
 
 export function drainOutcomeLine(o: DrainOutcome): string {
   if (o.status === 'completed') {
@@ -36,7 +38,11 @@ export function register(program: Command, deps: CommandDeps): void {
       const node = parseId('node', nodeArg);
       const reason = recordAction({ command: 'drain', target: node, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
-        const handle = await startDrain({ ...ctx, cluster: await ctx.needBroker() }, { node, by: opts.by, reason, ...(opts.queuesOnly ? { queuesOnly: true } : {}) });
+        const cluster = await ctx.needBroker();
+        // Pins and exclusions hold the loop back, not a drain the operator asked for: the drain keeps the line in its status.
+        const note = drainNotice(await loopStatusIfAny(ctx.client, loopScope(ctx)), await cluster.topology(), node);
+        const handle = await startDrain({ ...ctx, cluster }, { node, by: opts.by, reason, ...(opts.queuesOnly ? { queuesOnly: true } : {}), ...(note ? { notice: note } : {}) });
+        notice(deps, opts.json, note);
         if (!opts.wait) return print(deps.io, opts.json, { started: true, workflowId: handle.workflowId, node }, () => `started ${handle.workflowId}: draining ${node}`);
         const ended = handle.result().then(
           () => true,

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { startGrow } from '../grow';
 import { defineCommand, followMove, parseId, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'grow', {
@@ -17,6 +18,7 @@ export function register(program: Command, deps: CommandDeps): void {
       const reason = recordAction({ command: 'grow', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const handle = await startGrow({ ...ctx, cluster: await ctx.needBroker() }, { partition, to, origin: 'operator', reason });
+        await sayIfPinned(deps, ctx, partition, opts.json);
         if (opts.wait) return followMove(deps, handle, opts.json);
         printStarted(deps.io, opts.json, { workflowId: handle.workflowId, kind: 'grow', partition, from: null, to });
       });

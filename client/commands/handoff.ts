@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { startHandoff } from '../handoff';
 import { outcomeOf } from '../moves';
 import { defineCommand, followMove, parseId, positiveInt, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'handoff', {
@@ -30,6 +31,7 @@ export function register(program: Command, deps: CommandDeps): void {
         // A: the owner as the broker says now; the workflow ends if another node owns it by the time it runs.
         const from = (await cluster.partition(partition).catch(() => null))?.partition.owner ?? to;
         const handle = await startHandoff({ ...ctx, cluster }, { partition, from, to, origin: 'operator', reason, quietPoint });
+        await sayIfPinned(deps, ctx, partition, opts.json);
         if (!opts.wait) return printStarted(deps.io, opts.json, { workflowId: handle.workflowId, kind: 'owner-handoff', partition, from, to });
         await followMove(deps, handle, opts.json);
         const outcome = await outcomeOf(handle);

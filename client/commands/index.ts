@@ -18,12 +18,14 @@ import type { CommandDeps } from '../output';
 import * as audit from './audit';
 import * as cancel from './cancel';
 import * as drain from './drain';
+import * as exclude from './exclude';
 import * as grow from './grow';
 import * as handoff from './handoff';
 import * as move from './move';
 import * as moves from './moves';
 import * as nodes from './nodes';
 import * as pause from './pause';
+import * as pin from './pin';
 import * as plan from './plan';
 import * as replace from './replace';
 import * as resume from './resume';
@@ -33,4 +35,4 @@ import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, nodes, moves, show, cancel, status, pause, resume, plan, audit];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, nodes, moves, show, cancel, status, pause, resume, pin, exclude, plan, audit];

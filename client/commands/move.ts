@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { startMoveFrom } from '../handoff';
 import { MoveRefused } from '../moves';
 import { defineCommand, followMove, parseId, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'move', {
@@ -32,6 +33,7 @@ export function register(program: Command, deps: CommandDeps): void {
         }
         const request = { partition, from, to, origin: 'operator' as const, reason, ...(via ? { via } : {}) };
         const { kind, handle } = await startMoveFrom({ ...ctx, cluster }, request);
+        await sayIfPinned(deps, ctx, partition, opts.json);
         if (opts.wait) return followMove(deps, handle, opts.json);
         printStarted(deps.io, opts.json, { workflowId: handle.workflowId, kind, partition, from, to });
       });

@@ -10,7 +10,10 @@ import type { Topology } from '../../cluster/contract';
 import { checkSnapshot, planNow, planToConvergence, type PlanInput } from '../../planner';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
 import { formatBytes } from '../../workflows/format';
-import { defineCommand, print, table, Unreachable, usageError, type CommandDeps } from '../output';
+import { planHolds } from '../../workflows/rebalancer-rules';
+import { loopStatusIfAny } from '../rebalancer';
+import { defineCommand, print, table, Unreachable, usageError, withConnection, type CommandDeps } from '../output';
+import { loopScope } from './pause';
 
 function readSnapshot(file: string): Topology {
   let text: string;
@@ -32,6 +35,18 @@ async function readBroker(): Promise<Topology> {
   });
 }
 
+/** The running loop's pins and exclusions as the planner reads them; none when no loop or no Temporal answers. */
+async function loopHolds(deps: CommandDeps): Promise<Pick<PlanInput, 'pinned' | 'excluded'>> {
+  try {
+    return await withConnection(deps, async (ctx) => {
+      const loop = await loopStatusIfAny(ctx.client, loopScope(ctx));
+      return loop ? planHolds(loop) : {};
+    });
+  } catch {
+    return {};
+  }
+}
+
 const ms = (x: number): string => (x < 1000 ? `${Math.round(x)} ms` : `${(x / 1000).toFixed(1)} s`);
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -45,8 +60,10 @@ export function register(program: Command, deps: CommandDeps): void {
       // The loop's own settings (REBALANCER_*), so the dry run shows what the loop would do.
       const config = rebalancerSettings(loadEnv()).planner;
       const topology = opts.snapshot === undefined ? await readBroker() : readSnapshot(opts.snapshot);
-      // The broker's view alone: moves in flight show as learners and leaving copies, which the planner leaves alone.
-      const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: topology.now };
+      // The broker's view: moves in flight show as learners and leaving copies, which the planner leaves alone.
+      // With the loop's pins and exclusions when it answers, so the dry run leaves alone what the loop would.
+      const holds = opts.snapshot === undefined ? await loopHolds(deps) : {};
+      const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: topology.now, ...holds };
       const plan = planToConvergence(input, config);
       const startNow = planNow(input, config).steps.length;
       print(deps.io, opts.json, { ...plan, startNow }, () => {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { startReplace } from '../grow';
 import { defineCommand, followMove, parseId, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'replace', {
@@ -19,6 +20,7 @@ export function register(program: Command, deps: CommandDeps): void {
       const reason = recordAction({ command: 'replace', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const handle = await startReplace({ ...ctx, cluster: await ctx.needBroker() }, { partition, lost, with: withNode, origin: 'operator', reason });
+        await sayIfPinned(deps, ctx, partition, opts.json);
         if (opts.wait) return followMove(deps, handle, opts.json);
         printStarted(deps.io, opts.json, { workflowId: handle.workflowId, kind: 'replace', partition, from: lost, to: withNode });
       });

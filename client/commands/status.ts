@@ -5,6 +5,11 @@ import { rebalancerStatus } from '../rebalancer';
 import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
 import { loopScope } from './pause';
 
+/** Pins or exclusions: id, who, since when and why; `-` when none. */
+function holdList(holds: RebalancerStatus['pinned']): string {
+  return Object.entries(holds).map(([id, n]) => `${id} by ${n.by} since ${new Date(n.at).toISOString()}: ${n.reason}`).join('; ') || '-';
+}
+
 function describe(s: RebalancerStatus): string {
   const state = s.paused ? `paused by ${s.paused.by} at ${new Date(s.paused.at).toISOString()}: ${s.paused.reason}` : 'running';
   const plan = s.lastPlan;
@@ -15,6 +20,8 @@ function describe(s: RebalancerStatus): string {
     `last plan:      ${plan ? `${plan.steps.length} step(s), ${plan.started.length} started; ${plan.idleReason ?? 'moves started'}` : '-'}`,
     `moves:          ${s.moves.started} started, ${s.moves.completed} completed, ${s.moves.aborted} aborted, ${s.moves.cancelled} cancelled`,
     `cooling nodes:  ${cooling.join(', ') || '-'}`,
+    `pinned:         ${holdList(s.pinned)}`,
+    `excluded:       ${holdList(s.excluded)}`,
     `ticks:          ${s.ticks} (every ${s.settings.tickMs} ms)`,
   ];
   if (s.lastResumed) lines.splice(1, 0, `last resumed:   by ${s.lastResumed.by} at ${new Date(s.lastResumed.at).toISOString()}: ${s.lastResumed.reason}`);
@@ -26,7 +33,7 @@ function describe(s: RebalancerStatus): string {
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'status', {
-    description: 'show the rebalancer: running or paused (by whom and why), moves in flight, the last plan and why it started nothing',
+    description: 'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing',
     examples: ['rebalancer status', 'rebalancer status --json'],
   }).action(async (opts: { json?: boolean }) => {
     await withConnection(deps, async (ctx) => {

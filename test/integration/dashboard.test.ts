@@ -107,6 +107,33 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
     await expect.poll(() => page.isChecked('#drain-queues-only'), { timeout: 10_000 }).toBe(false);
   });
 
+  it('pins a partition and excludes a node from the page: listed with who and why, the node marked; unpin and include lift them', async () => {
+    await page.fill('#pin-form input[name=partition]', 'q-521');
+    await page.fill('#pin-form input[name=reason]', 'consumer audit');
+    await page.click('#pin');
+    await expect.poll(() => page.locator('#holds .hold.pinned').count(), { timeout: 10_000 }).toBe(1);
+    await page.fill('#exclude-form input[name=node]', 'n3');
+    await page.fill('#exclude-form input[name=reason]', 'burn-in');
+    await page.click('#exclude');
+    await expect.poll(() => page.locator('#holds .hold.excluded').count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.textContent('#holds .hold.pinned')).toMatch(/^q-521pinned by dana since \S+: consumer audit/);
+    expect(await page.textContent('#holds .hold.excluded')).toMatch(/^n3excluded by dana since \S+: burn-in/);
+    await expect.poll(() => page.locator('.node.row.excluded').count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.locator('.node.row.excluded').getAttribute('data-node')).toBe('n3');
+    expect(await page.textContent('.node.row.excluded .badge.excluded')).toBe('excluded');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-pinned.png'), fullPage: true });
+
+    await page.fill('#holds .hold.pinned input[name=reason]', 'audit done');
+    await page.click('#holds .hold.pinned button');
+    await expect.poll(() => page.locator('#holds .hold.pinned').count(), { timeout: 10_000 }).toBe(0);
+    await page.fill('#holds .hold.excluded input[name=reason]', 'burn-in done');
+    await page.click('#holds .hold.excluded button');
+    await expect.poll(() => page.locator('.node.row.excluded').count(), { timeout: 10_000 }).toBe(0);
+    expect(await f.deps.rebalancer.status()).toMatchObject({ pinned: [], excluded: [] });
+    const audit = (await call(f.admin.url, 'GET', '/api/audit')).body.entries as { actor: string; source: string; action: string }[];
+    expect(audit.filter((e) => e.actor === 'dana' && e.source === 'dashboard').map((e) => e.action).slice(0, 4).reverse()).toEqual(['pin', 'exclude', 'unpin', 'include']);
+  });
+
   it('refuses a forged cross-site action', async () => {
     // A page on another origin tries a form post and fetches with and without the token header.
     const admin = f.admin.url;

@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { runCli } from '../../client/cli';
 import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../client/moves';
 import { expect, inject } from 'vitest';
 import pino from 'pino';
@@ -171,4 +172,24 @@ export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome> {
   const outcome = await clientOutcomeOf(handle);
   if (!outcome) throw new Error(`${handle.workflowId} ended without an outcome`);
   return outcome;
+}
+
+/** Runs the CLI in this process, as `rebalancer <argv>`, and captures what it prints. */
+export async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
+  return { code, out, err };
+}
+
+/** The rebalancer loop's current run: it changes when the loop continues as new. */
+export async function loopRunId(client: Client, w: RebalancerWorker): Promise<string> {
+  return (await client.workflow.getHandle(w.rebalancerWorkflowId!).describe()).runId;
+}
+
+/** Ends a test file's rebalancer loop (it outlives the worker otherwise), then the worker. */
+export async function stopLoopWorker(client: Client, w: RebalancerWorker, running: Promise<void>): Promise<void> {
+  await client.workflow.getHandle(w.rebalancerWorkflowId!).terminate('test file done').catch(() => undefined);
+  w.shutdown();
+  await running;
 }

@@ -6,7 +6,6 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../client/moves';
 import { createRebalancerActivities } from '../../activities/rebalancer';
 import { drainOutcome, drainStatus, rebalancerStatus, setPaused, startDrain } from '../../client/rebalancer';
@@ -15,7 +14,7 @@ import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../workflows/definitions';
-import { connectClient, copiesOn, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
+import { cli, connectClient, copiesOn, eventually, logger, loopRunId, replayAndKeep, startTestCluster, stopLoopWorker, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 const taskQueue = `rebalancer-loop-${process.pid}`;
 const SETTINGS: RebalancerSettings = {
@@ -46,11 +45,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (w) {
-    await client.workflow.getHandle(w.rebalancerWorkflowId!).terminate('test file done').catch(() => undefined);
-    w.shutdown();
-    await running;
-  }
+  if (w) await stopLoopWorker(client, w, running);
   await cluster?.close();
 });
 
@@ -60,22 +55,10 @@ afterEach(async () => {
 
 const status = (): Promise<RebalancerStatus> => rebalancerStatus(client, scope);
 
-async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
-  return { code, out, err };
-}
-
 /** Largest |score - mean| over the nodes, with nothing in flight and no cooldowns: what the planner sees at rest. */
 function deviation(topology: Topology): number {
   const { mean, nodes } = scoreNodes({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: Date.now() }, SETTINGS.planner);
   return Math.max(...nodes.map((n) => Math.abs(n.total - mean)));
-}
-
-/** The loop's current run: it changes when the loop continues as new. */
-async function loopRunId(): Promise<string> {
-  return (await client.workflow.getHandle(w.rebalancerWorkflowId!).describe()).runId;
 }
 
 /** Every node within threshold and nothing in flight, as the loop reports and the broker shows. */
@@ -297,9 +280,9 @@ describe('rebalancer loop', () => {
       return p.learners.includes(m.to) ? m : undefined;
     });
     await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: true });
-    const run = await loopRunId();
+    const run = await loopRunId(client, w);
     const carried = await eventually('the loop to continue as new with the move in flight', async () => {
-      const [now, s] = await Promise.all([loopRunId(), status()]);
+      const [now, s] = await Promise.all([loopRunId(client, w), status()]);
       return now !== run ? s : undefined;
     });
     expect(carried.inFlight.map((m) => m.runId)).toContain(move.runId);

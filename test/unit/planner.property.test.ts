@@ -339,6 +339,51 @@ describe('planner properties: the search skips only copies that cannot win', () 
   });
 });
 
+describe('planner properties: operator pins and exclusions', () => {
+  const by = { by: 'alice', reason: 'under investigation' };
+  /** The noisy clusters with some partitions pinned and a node or two excluded (chained: `noisy` itself draws as before). */
+  const held = noisy.chain((c) =>
+    fc
+      .record({
+        pins: fc.subarray(c.input.topology.partitions.map((p) => p.id), { maxLength: 5 }),
+        excluded: fc.subarray(c.input.topology.nodes.map((n) => n.id), { maxLength: 2 }),
+      })
+      .map(({ pins, excluded }) => ({
+        ...c,
+        input: { ...c.input, pinned: Object.fromEntries(pins.map((id) => [id, by])), excluded: Object.fromEntries(excluded.map((id) => [id, by])) },
+      })),
+  );
+  /** No step of a tick or of the whole plan moves a pinned partition, or moves a copy or ownership onto or off an excluded node. */
+  function leftAlone(c: Case): boolean {
+    const { pinned = {}, excluded = {} } = c.input;
+    for (const plan of [planNow(c.input, c.config), planToConvergence(c.input, c.config)]) {
+      if (plan.steps.some((s) => s.partition in pinned || s.from in excluded || s.to in excluded)) return false;
+    }
+    return true;
+  }
+
+  it('no plan moves a pinned partition or touches an excluded node', () => {
+    let proposed = 0;
+    fc.assert(
+      fc.property(held, (c) => {
+        if (planNow(c.input, c.config).steps.length > 0) proposed++;
+        return leftAlone(c);
+      }),
+      { numRuns: RUNS, seed: 7 },
+    );
+    // The rest of the cluster is still planned.
+    expect(proposed).toBeGreaterThan(RUNS / 5);
+  });
+
+  it.each([
+    ['pins', () => vi.spyOn(TickPlanner.prototype, 'pinned').mockReturnValue(false)],
+    ['exclusions', () => vi.spyOn(TickPlanner.prototype, 'excluded').mockReturnValue(false)],
+  ])('fails with the rule on %s taken out', (_rule, mutate) => {
+    mutate();
+    expect(fails(held, leftAlone)).toBe(true);
+  });
+});
+
 describe('planner plans pinned', () => {
   /**
    * Plans recorded from the planner before its state moved to typed arrays: a change to how the state is kept must

@@ -246,3 +246,32 @@ describe('planner state: copy lists', () => {
     expect([st.owner[0], st.followers(0)]).toEqual([2, [4, 0, 3]]);
   });
 });
+
+describe('planner: an operator pins partitions and excludes nodes', () => {
+  const alice = (reason: string) => ({ by: 'alice', reason });
+
+  it('an excluded node that joined empty receives nothing, and the idle reason names its exclusion', () => {
+    const plan = planNow(input(ring(4, 1, 10), { excluded: { n4: alice('burn-in test') } }), config);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/^n4 is \d\.\d+ below the mean but excluded by alice: burn-in test$/);
+  });
+
+  it('with every partition pinned nothing moves, and the idle reason names a pin', () => {
+    const t = ring(4, 1, 10);
+    const pinned = Object.fromEntries(t.partitions.map((p) => [p.id, alice('audit')]));
+    const plan = planToConvergence(input(t, { pinned }), config);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/no follower move improves the spread .*; q-\d+ is left alone \(pinned by alice: audit\)$/);
+  });
+
+  it('plans the rest of the cluster around a pin and an exclusion', () => {
+    const t = ring(4, 2, 10);
+    const plan = planToConvergence(input(t, { pinned: { 'q-0': alice('audit') }, excluded: { n5: alice('burn-in'), n1: alice('slow disk') } }), config);
+    expect(plan.steps.length).toBeGreaterThan(0);
+    for (const s of plan.steps) {
+      expect(s.partition).not.toBe('q-0');
+      expect([s.from, s.to]).not.toContain('n5');
+      expect([s.from, s.to]).not.toContain('n1');
+    }
+  });
+});
