@@ -121,7 +121,7 @@ export class ClusterState {
       });
     }
     const k = config.historyHalfBytes;
-    const named = new Set<string>(Object.keys(input.cooldowns.partitions));
+    const named = new Set<string>([...Object.keys(input.cooldowns.partitions), ...Object.keys(input.cooldowns.moves ?? {})]);
     for (const m of input.inFlight) named.add(m.partition);
     const count = t.partitions.length;
     this.partCount = count;
