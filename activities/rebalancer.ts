@@ -3,6 +3,7 @@
  * planner (injected, so planning never runs in the workflow sandbox and tests can plan as they need), the
  * worker's configured settings, and the draining mark (a write through the contract).
  */
+import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
@@ -11,7 +12,8 @@ import type { ClusterClient } from '../cluster/client';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
-import { inFlightMoves, recoveryPending } from '../workflows/rebalancer-rules';
+import { inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
+import { PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -39,6 +41,8 @@ export interface Snapshot {
   draining: string[];
   /** What is left on the node a drain empties, when asked for one. */
   left: DrainLeft | null;
+  /** Reconfigurations that completed since the time asked for, whoever started them; absent when not asked. */
+  closed?: ClosedReconfiguration[];
 }
 
 export interface PlanRequest {
@@ -81,15 +85,38 @@ async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> 
   return end(status === 'CANCELLED' ? 'cancelled' : 'aborted', status.toLowerCase());
 }
 
+/**
+ * The reconfigurations on this task queue that completed after `since`, from visibility: a move's last phase is
+ * `completed` only when its outcome is, and its source and target attributes name the nodes the copy (or owner
+ * role) left and arrived on.
+ */
+async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
+  const query =
+    `WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)} AND ExecutionStatus = "Completed" ` +
+    `AND RebalancePhase = "completed" AND CloseTime > "${new Date(since).toISOString()}"`;
+  const closed: ClosedReconfiguration[] = [];
+  for await (const wf of client.workflow.list({ query })) {
+    const attrs = wf.typedSearchAttributes;
+    const to = attrs.get(TargetKey);
+    if (to === undefined || !wf.closeTime) continue;
+    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from: attrs.get(SourceKey) ?? null, to, closedAt: wf.closeTime.getTime() });
+  }
+  return closed;
+}
+
 export function createRebalancerActivities(deps: RebalancerDeps) {
   const log = deps.logger?.child({ component: 'rebalancer' });
   return {
-    /** Every move in flight as the planner counts it, which tracked moves ended, and what blocks planning. */
-    async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string): Promise<Snapshot> {
-      const [topology, budget, ends] = await Promise.all([
+    /**
+     * Every move in flight as the planner counts it, which tracked moves ended, what blocks planning and, from
+     * `closedAfter` (epoch ms) on, every reconfiguration that completed on this task queue.
+     */
+    async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string | null, closedAfter?: number): Promise<Snapshot> {
+      const [topology, budget, ends, closed] = await Promise.all([
         deps.cluster.topology(),
         deps.cluster.syncBudget(),
         Promise.all(tracked.map((m) => endOf(deps.client, m))),
+        closedAfter === undefined ? undefined : closedSince(deps.client, Context.current().info.taskQueue, closedAfter),
       ]);
       const ended = ends.filter((e): e is EndedMove => e !== null);
       const endedRuns = new Set(ended.map((e) => e.runId));
@@ -98,7 +125,9 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ended,
         recoveryPending: recoveryPending(topology),
         draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
-        left: drainedNode === undefined ? null : drainLeft(topology, drainedNode),
+        // Null from the loop: an absent argument arrives as null through the payload converter.
+        left: drainedNode == null ? null : drainLeft(topology, drainedNode),
+        ...(closed === undefined ? {} : { closed }),
       };
     },
 

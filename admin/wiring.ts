@@ -2,15 +2,15 @@
 import type { Client } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
+import { dryRun } from '../client/dry-run';
 import { startGrow, startReplace } from '../client/grow';
 import { startHandoff, startOwnerMove } from '../client/handoff';
 import { cancelMove, listMoves, recentMoves, showMove, startFollowerMove } from '../client/moves';
 import { drainNotice, loopStatusIfAny, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
-import { planToConvergence, scoreNodes } from '../planner';
+import { scoreNodes } from '../planner';
 import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
 import { drainStatusQuery, type MoveStatus, type OperatorNote, type RebalancerStatus } from '../workflows/definitions';
-import { planHolds } from '../workflows/rebalancer-rules';
 import type { AdminDeps, HoldView, RebalancerState, ScoresView } from './deps';
 
 export interface AdminSources {
@@ -32,8 +32,8 @@ function inFlight(moves: MoveStatus[]): InFlightMove[] {
   }));
 }
 
-function planInput(topology: Topology, moves: MoveStatus[], cooldowns: PlanInput['cooldowns'] = { nodes: {}, partitions: {} }): PlanInput {
-  return { topology, inFlight: inFlight(moves), cooldowns, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
+function planInput(topology: Topology, moves: MoveStatus[]): PlanInput {
+  return { topology, inFlight: inFlight(moves), cooldowns: { nodes: {}, partitions: {} }, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
 }
 
 /** A workflow's planner decisions by op, as the admin API names them (by kind). */
@@ -85,10 +85,10 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       const spread = Math.max(0, ...nodes.filter((n) => n.live && !n.draining).map((n) => Math.abs(n.total - mean)));
       return { nodes, weights: planner.weights, mean, upper: mean + planner.threshold, lower: mean - planner.threshold, spread };
     },
-    async plan(topology, moves) {
-      // The loop's cooldowns, when it runs, so the dry run proposes what the loop would.
-      const loop = await loopStatus();
-      return planToConvergence({ ...planInput(topology, moves, loop?.cooldowns), ...(loop ? planHolds(loop) : {}) }, planner);
+    async plan(topology) {
+      // The loop's own input when it runs (the dry run proposes what it starts next); the transfers give bytes left.
+      const [loop, budget] = await Promise.all([loopStatus(), cluster.syncBudget()]);
+      return dryRun(topology, budget.transfers, loop, planner, loop ? Date.now() : topology.now);
     },
     moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),

@@ -35,6 +35,7 @@ export interface Tick {
 }
 
 const f2 = (x: number): string => x.toFixed(3);
+const until = (at: number): string => (Number.isFinite(at) ? `until ${new Date(at).toISOString()}` : 'while another drain holds it');
 
 /**
  * The `k` nodes with the smallest keys (`sign` times their entry in `by`), in ascending order, without sorting
@@ -80,9 +81,14 @@ export class TickPlanner {
   blocked: string | null = null;
   /** The first pinned partition a balancing move or handoff passed over: named when nothing else starts. */
   pinHit: number | null = null;
-  /** Partitions and nodes cooling down at this tick's clock, by index (nodes as flags: asked for each node per proposal). */
-  private readonly coolingParts = new Set<number>();
-  private readonly coolingNodes: Uint8Array;
+  /** The first step a cooldown or a busy partition held back that would otherwise have been proposed: the idle reason's detail. */
+  held: string | null = null;
+  /** Partitions held whole and nodes cooling down at this tick's clock, by index (node cooldowns as end times, 0 when none). */
+  private readonly coolingParts = new Map<number, number>();
+  private readonly coolingNodes: Float64Array;
+  /** Per partition, the nodes a cooled move left and those it arrived on, each with when its cooldown ends. */
+  private readonly coolLeft = new Map<number, Map<number, number>>();
+  private readonly coolArrived = new Map<number, Map<number, number>>();
   /** Steady deviation from the mean and the receiver's deviation (sync included) per node, refreshed per proposal. */
   private devs: Float64Array;
   private recvDevs: Float64Array;
@@ -94,12 +100,28 @@ export class TickPlanner {
     this.free = ctx.config.maxTransfersPerCluster - ctx.inFlight;
     for (const [id, until] of Object.entries(ctx.cooldowns.partitions)) {
       const i = st.partIndex.get(id);
-      if (i !== undefined && until > ctx.now) this.coolingParts.add(i);
+      if (i !== undefined && until > ctx.now) this.coolingParts.set(i, until);
     }
-    this.coolingNodes = new Uint8Array(st.nodes.length);
+    this.coolingNodes = new Float64Array(st.nodes.length);
     for (const [id, until] of Object.entries(ctx.cooldowns.nodes)) {
       const i = st.nodeIndex.get(id);
-      if (i !== undefined && until > ctx.now) this.coolingNodes[i] = 1;
+      if (i !== undefined && until > ctx.now) this.coolingNodes[i] = until;
+    }
+    const mark = (m: Map<number, Map<number, number>>, p: number, node: string | null, until: number) => {
+      const n = node === null ? undefined : st.nodeIndex.get(node);
+      if (n === undefined) return;
+      let at = m.get(p);
+      if (at === undefined) m.set(p, (at = new Map()));
+      at.set(n, Math.max(at.get(n) ?? 0, until));
+    };
+    for (const [id, moves] of Object.entries(ctx.cooldowns.moves ?? {})) {
+      const p = st.partIndex.get(id);
+      if (p === undefined) continue;
+      for (const m of moves) {
+        if (m.until <= ctx.now) continue;
+        mark(this.coolLeft, p, m.from, m.until);
+        mark(this.coolArrived, p, m.to, m.until);
+      }
     }
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
@@ -159,13 +181,31 @@ export class TickPlanner {
     return this.pinHit === null ? '' : `; ${this.st.id(this.pinHit)} is left alone (${this.st.pins.get(this.pinHit)})`;
   }
 
-  /** Why a partition a drain wants to move waits. */
-  waits(p: number): string {
-    return this.st.busy[p] ?? this.st.pins.get(p) ?? 'moved just now or cooling down';
+  /** Why p is not free, in words. */
+  whyBusy(p: number): string {
+    const whole = this.coolingParts.get(p);
+    return this.st.busy[p] ?? this.st.pins.get(p) ?? (whole !== undefined ? `cooling down ${until(whole)}` : 'moved earlier in this plan');
+  }
+
+  /**
+   * Why p's partition cooldown holds a step from `from` to `to` (a follower move or a handoff), or null: it would
+   * take a copy or the owner role off the node a cooled move brought it to, or back onto the node it left.
+   */
+  stepCooldown(p: number, from: NodeState, to: NodeState): string | null {
+    const off = this.coolArrived.get(p)?.get(from.index);
+    if (off !== undefined) return `${this.st.id(p)} stays on ${from.id}, where it just arrived, ${until(off)} (partition cooldown)`;
+    const back = this.coolLeft.get(p)?.get(to.index);
+    if (back !== undefined) return `${this.st.id(p)} does not go back to ${to.id}, which it just left, ${until(back)} (partition cooldown)`;
+    return null;
+  }
+
+  /** Keeps the first reason a step that would have been proposed was held back. */
+  hold(reason: string): void {
+    this.held ??= reason;
   }
 
   cooling(n: NodeState): boolean {
-    return this.coolingNodes[n.index] === 1;
+    return this.coolingNodes[n.index]! > 0;
   }
 
   /** May take a transfer now: live, staying, not rejoining, a free slot in the sync budget. */
@@ -239,7 +279,7 @@ export class TickPlanner {
           continue;
         }
         if (!this.partFree(p)) {
-          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.waits(p)})`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.whyBusy(p)})`;
           continue;
         }
         let best: NodeState | null = null;
@@ -258,7 +298,7 @@ export class TickPlanner {
         if (this.free <= 0) return;
         if (this.st.owner[p] === d.index || !this.st.isFollower(p, d.index)) continue;
         if (!this.partFree(p)) {
-          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.waits(p)})`;
+          this.blocked ??= `drain of ${d.id}: ${this.st.id(p)} waits (${this.whyBusy(p)})`;
           continue;
         }
         const to = this.drainTarget(p, d);
@@ -344,6 +384,7 @@ export class TickPlanner {
           if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index)) continue;
           if (!this.partFree(p)) {
             this.notePinned(p);
+            if (!this.touched.has(p)) this.hold(`${this.st.id(p)} on ${s.id} cannot move: ${this.whyBusy(p)}`);
             continue;
           }
           if (this.ctx.moved.get(p)?.has(s.index)) continue;
@@ -364,7 +405,10 @@ export class TickPlanner {
       }
       if (best === null) {
         const who = over ? `${sources[0]!.id} is ${f2(this.dev(sources[0]!))} above` : `${receivers[0]!.id} is ${f2(-this.recvDev(receivers[0]!))} below`;
-        this.blocked ??= `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules${this.pinNote()}`;
+        this.blocked ??=
+          this.held === null
+            ? `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules${this.pinNote()}`
+            : `${who} the mean but no follower move can start: ${this.held}`;
         return;
       }
       const { p, s, r, imp } = best;
@@ -379,6 +423,11 @@ export class TickPlanner {
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp)) return best;
+    const cooled = this.stepCooldown(p, s, r);
+    if (cooled !== null) {
+      this.hold(cooled);
+      return best;
+    }
     const bytes = this.st.bytesTo(p, r.index);
     return best === null || this.wins(imp, bytes, s, best) ? { p, s, r, imp, bytes } : best;
   }
@@ -426,9 +475,13 @@ export class TickPlanner {
       if (!this.st.stays(n)) continue;
       const d = this.dev(n);
       if (this.excluded(n) && Math.abs(d) > t) this.blocked ??= `${n.id} is ${f2(Math.abs(d))} ${d > 0 ? 'above' : 'below'} the mean but ${n.excluded}`;
-      else if (d > t && this.cooling(n)) this.blocked ??= `${n.id} is ${f2(d)} above the mean but cooling down after receiving copies`;
-      else if (d < -t && !this.receiverOk(n))
-        this.blocked ??= `${n.id} is ${f2(-d)} below the mean but cannot take a transfer now (${n.suspended ? 'rejoining replicas come first' : 'its transfer slots are in use'})`;
+      else if (d > t && this.cooling(n)) this.blocked ??= `${n.id} is ${f2(d)} above the mean but cooling down after receiving copies ${until(this.coolingNodes[n.index]!)} (node cooldown)`;
+      else if (d < -t && !this.receiverOk(n)) {
+        const why = n.suspended
+          ? `${n.id} holds a suspended copy: rejoining replicas come first`
+          : `${n.id} already receives ${n.inbound} of ${this.ctx.config.maxTransfersPerNode} copies (the per-node transfer limit of the sync budget)`;
+        this.blocked ??= `${n.id} is ${f2(-d)} below the mean but cannot take a transfer now (${why})`;
+      }
       else if (d < -t) this.blocked ??= `${n.id} is ${f2(-d)} below the mean but catching up on transfers in flight`;
     }
   }
@@ -444,13 +497,17 @@ export class TickPlanner {
       if (sources.length === 0) return;
       sources.sort((a, b) => od(b) - od(a));
       let best = null as { p: number; s: NodeState; d: NodeState; imp: number } | null;
+      let held: string | null = null;
       for (const s of sources) {
         const a = od(s);
         for (const p of s.parts) {
           if (this.st.owner[p] !== s.index) continue;
           // A pinned partition is weighed only to name its pin when it is what keeps a handoff from starting.
           const pinned = this.pinned(p) && this.movable(p);
-          if (!pinned && !this.partFree(p)) continue;
+          if (!pinned && !this.partFree(p)) {
+            if (!this.touched.has(p) && this.outsideBand(a, 0)) held ??= `${this.st.id(p)} owned by ${s.id} cannot be handed off: ${this.whyBusy(p)}`;
+            continue;
+          }
           for (const f of this.st.followers(p)) {
             const d = this.st.nodes[f]!;
             const b = od(d);
@@ -466,12 +523,18 @@ export class TickPlanner {
               this.pinHit ??= p;
               continue;
             }
+            const cooled = this.stepCooldown(p, s, d);
+            if (cooled !== null) {
+              held ??= cooled;
+              continue;
+            }
             if (best === null || imp > best.imp || (imp === best.imp && b < od(best.d))) best = { p, s, d, imp };
           }
         }
         if (best !== null) break;
       }
       if (best === null) {
+        if (held !== null && this.out.length === 0) this.blocked ??= `no owner handoff can start: ${held}`;
         if (this.pinHit !== null) this.blocked ??= `no owner handoff may start${this.pinNote()}`;
         return;
       }
@@ -498,6 +561,7 @@ export function proposeTick(st: ClusterState, ctx: TickContext): Tick {
   if (!ctx.followerMovesInFlight && !tp.out.some((p) => p.op === 'follower_move')) tp.balanceOwners();
   if (tp.out.length > 0) return { proposals: tp.out, idleReason: null };
   if (tp.blocked !== null) return { proposals: [], idleReason: tp.blocked };
+  if (ctx.followerMovesInFlight) return { proposals: [], idleReason: 'follower moves in flight: owner handoffs wait until they end' };
   const t = ctx.config.threshold;
   const low = st.nodes.find((n) => st.stays(n) && tp.dev(n) < -t);
   return {

@@ -131,7 +131,7 @@ export class ClusterState {
       });
     }
     const k = config.historyHalfBytes;
-    const named = new Set<string>(Object.keys(input.cooldowns.partitions));
+    const named = new Set<string>([...Object.keys(input.cooldowns.partitions), ...Object.keys(input.cooldowns.moves ?? {})]);
     for (const m of input.inFlight) named.add(m.partition);
     for (const id of Object.keys(input.pinned ?? {})) named.add(id);
     const count = t.partitions.length;

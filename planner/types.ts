@@ -26,7 +26,8 @@ export interface PlannerConfig {
   maxTransfersPerCluster: number;
   /**
    * A node that just received copies is not judged overloaded (never a source, except when draining) this long;
-   * a partition just moved is not touched at all this long. The rebalancer sets `PlanInput.cooldowns` from them.
+   * a partition just moved keeps its copy off the node it left and on the node it arrived on this long (see
+   * `CooledMove`). The rebalancer sets `PlanInput.cooldowns` from them.
    */
   nodeCooldownMs: number;
   partitionCooldownMs: number;
@@ -43,11 +44,33 @@ export interface InFlightMove {
   bytesRemaining: number;
 }
 
+/**
+ * A completed reconfiguration of a partition whose cooldown still runs: the node its copy (for a handoff, the owner
+ * role) left and the node it arrived on. Until `until`, no step moves a copy of the partition back onto `from` nor
+ * off `to`, so ownership is not handed back either; handing ownership to `to` stays allowed (the second half of
+ * the same rebalance).
+ */
+export interface CooledMove {
+  /** Null when no copy left a node (a replication increase). */
+  from: string | null;
+  to: string;
+  until: number;
+}
+
+/** Epoch ms until which each cooldown runs (absent: not cooling down). */
+export interface Cooldowns {
+  /** A node that just received copies is never the source of a balancing move. */
+  nodes: Record<string, number>;
+  /** A partition not touched at all: one another drain holds, or an entry from an older run of the loop. */
+  partitions: Record<string, number>;
+  /** The partition cooldowns of completed reconfigurations, by partition; absent in a state from an older run. */
+  moves?: Record<string, CooledMove[]>;
+}
+
 export interface PlanInput {
   topology: Topology;
   inFlight: InFlightMove[];
-  /** Epoch ms until which each node / partition is cooling down (absent: not cooling down). */
-  cooldowns: { nodes: Record<string, number>; partitions: Record<string, number> };
+  cooldowns: Cooldowns;
   /** Planner clock, epoch ms (the workflow's or the caller's). */
   now: number;
   /** Nodes being drained: every copy leaves them, owners first by handoff. */

@@ -3,7 +3,7 @@
  * and clients. Deterministic and free of Node built-ins: it is bundled into the workflow sandbox.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { PlannerConfig, Proposal, ProposalOp } from '../planner/types';
+import type { Cooldowns, PlannerConfig, Proposal, ProposalOp } from '../planner/types';
 
 /** Who asked for a move: an operator's move waits out a recovery and retries; a planner's ends. */
 export type MoveOrigin = 'operator' | 'planner';
@@ -329,10 +329,7 @@ export interface PlanRecord {
   planningMs: number;
 }
 
-export interface Cooldowns {
-  nodes: Record<string, number>;
-  partitions: Record<string, number>;
-}
+export type { Cooldowns };
 
 /** Everything the loop carries across continue-as-new. */
 export interface RebalancerState {
@@ -344,6 +341,8 @@ export interface RebalancerState {
   lastPlan: PlanRecord | null;
   /** Feed sequence of the newest topology signal seen. */
   lastSignalSeq: number;
+  /** When the loop last listed the reconfigurations that closed; absent in a state from an older run. */
+  lookedAt?: number;
   moves: { started: number; completed: number; cancelled: number; aborted: number };
   /** Moves started, by op: each a planner decision the loop acted on. Absent in a state carried from an older run. */
   startedByOp?: Record<ProposalOp, number>;

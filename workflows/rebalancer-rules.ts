@@ -4,7 +4,7 @@
  * and the operator notes of pause and resume. Deterministic: used inside workflows and by activities.
  */
 import type { Partition, Topology, Transfer } from '../cluster/contract';
-import type { InFlightMove, PlanInput, PlannerConfig, Proposal } from '../planner/types';
+import type { CooledMove, InFlightMove, PlanInput, PlannerConfig, Proposal } from '../planner/types';
 import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, RebalancerState, TrackedMove } from './definitions';
 
 /** Why an operator's request to the loop is refused for want of who asks and why, or null. */
@@ -70,10 +70,69 @@ export function planHolds(holds: Pick<RebalancerState, 'pinned' | 'excluded'>): 
   return { ...(some(holds.pinned) ? { pinned: holds.pinned } : {}), ...(some(holds.excluded) ? { excluded: holds.excluded } : {}) };
 }
 
-/** Cooldowns still running at `now`. */
+/**
+ * Cooldowns still running at `now`, so the state carried across continue-as-new stays small. A state from an older
+ * run has no `moves`, and its partition entries hold the whole partition until they end.
+ */
 export function pruneCooldowns(cooldowns: Cooldowns, now: number): Cooldowns {
   const keep = (r: Record<string, number>) => Object.fromEntries(Object.entries(r).filter(([, until]) => until > now));
-  return { nodes: keep(cooldowns.nodes), partitions: keep(cooldowns.partitions) };
+  const moves: Record<string, CooledMove[]> = {};
+  for (const [partition, list] of Object.entries(cooldowns.moves ?? {})) {
+    const running = list.filter((m) => m.until > now);
+    if (running.length > 0) moves[partition] = running;
+  }
+  return { nodes: keep(cooldowns.nodes), partitions: keep(cooldowns.partitions), moves };
+}
+
+/** A reconfiguration that completed, whoever started it (an operator, a drain, the loop), as visibility lists it. */
+export interface ClosedReconfiguration {
+  partition: string;
+  /** The node the copy or the owner role left (null for an increase) and the one it arrived on. */
+  from: string | null;
+  to: string;
+  closedAt: number;
+}
+
+/** Sets a completed reconfiguration's cooldowns: its receiving node's, and its partition's from and to (longest wins). */
+function cool(
+  nodes: Record<string, number>,
+  moves: Record<string, CooledMove[]>,
+  m: { partition: string; from: string | null; to: string },
+  at: number,
+  config: Pick<PlannerConfig, 'nodeCooldownMs' | 'partitionCooldownMs'>,
+): void {
+  nodes[m.to] = Math.max(nodes[m.to] ?? 0, at + config.nodeCooldownMs);
+  const until = at + config.partitionCooldownMs;
+  const list = (moves[m.partition] ??= []);
+  const same = list.findIndex((c) => c.from === m.from && c.to === m.to);
+  if (same < 0) list.push({ from: m.from, to: m.to, until });
+  else list[same] = { ...list[same]!, until: Math.max(list[same]!.until, until) };
+}
+
+/** Slack for visibility, which lists a closed workflow a little after it closed: such a one is listed on a later look. */
+const VISIBILITY_LAG_MS = 15_000;
+
+/**
+ * From when the loop lists closed reconfigurations at `now`: since its last look (minus the slack), never further
+ * back than a partition cooldown, which is also where a loop without an earlier look starts.
+ */
+export function closedListFrom(lookedAt: number | undefined, now: number, config: Pick<PlannerConfig, 'partitionCooldownMs'>): number {
+  return Math.max(lookedAt ?? 0, now - config.partitionCooldownMs) - VISIBILITY_LAG_MS;
+}
+
+const copyMoves = (cooldowns: Cooldowns): Record<string, CooledMove[]> =>
+  Object.fromEntries(Object.entries(cooldowns.moves ?? {}).map(([p, list]) => [p, [...list]]));
+
+/**
+ * The cooldowns of reconfigurations that completed since the loop last looked, whoever started them, as those
+ * of its own moves: an operator's handoff or move is intent, and the loop must not undo it within them.
+ */
+export function recordClosed(cooldowns: Cooldowns, closed: readonly ClosedReconfiguration[], config: Pick<PlannerConfig, 'nodeCooldownMs' | 'partitionCooldownMs'>): Cooldowns {
+  if (closed.length === 0) return cooldowns;
+  const nodes = { ...cooldowns.nodes };
+  const moves = copyMoves(cooldowns);
+  for (const c of closed) cool(nodes, moves, c, c.closedAt, config);
+  return { ...cooldowns, nodes, moves };
 }
 
 export interface MoveCounts {
@@ -84,8 +143,9 @@ export interface MoveCounts {
 }
 
 /**
- * Drop the moves that ended from those in flight. A completed move cools down its partition and the node that
- * received the copy (or the owner role), so that node is not judged overloaded and drained again at once; a
+ * Drop the moves that ended from those in flight. A completed move cools down the node that received the copy (or
+ * the owner role), so that node is not judged overloaded and drained again at once, and its partition between the
+ * two nodes (see `CooledMove`: the copy stays, ownership may still follow it); a
  * cancelled or aborted move cools nothing, so a move a recovery aborted is planned again from fresh scores on
  * the next tick after activation, as the note says.
  */
@@ -99,7 +159,7 @@ export function recordEnded(
 ): { inFlight: TrackedMove[]; cooldowns: Cooldowns; counts: MoveCounts } {
   const byRun = new Map(ended.map((e) => [e.runId, e]));
   const nodes = { ...cooldowns.nodes };
-  const partitions = { ...cooldowns.partitions };
+  const moves = copyMoves(cooldowns);
   const next = { ...counts };
   const still: TrackedMove[] = [];
   for (const m of inFlight) {
@@ -110,10 +170,9 @@ export function recordEnded(
     }
     next[end.status]++;
     if (end.status !== 'completed') continue;
-    nodes[m.to] = Math.max(nodes[m.to] ?? 0, now + config.nodeCooldownMs);
-    partitions[m.partition] = Math.max(partitions[m.partition] ?? 0, now + config.partitionCooldownMs);
+    cool(nodes, moves, m, now, config);
   }
-  return { inFlight: still, cooldowns: { nodes, partitions }, counts: next };
+  return { inFlight: still, cooldowns: { ...cooldowns, nodes, moves }, counts: next };
 }
 
 /** The nodes holding any copy of the partition: owner, followers, learners and the leaving replica. */

@@ -2,8 +2,9 @@
  * The rebalancer loop: one long-running workflow per broker and task queue (`rebalancerWorkflowId(scope)`).
  * While it is not paused and no recovery is pending, each tick takes a snapshot, asks the planner and starts
  * the planned follower moves and owner handoffs as reconfigurations that outlive it (origin `planner`), within
- * the transfer limits; cooldowns follow every completed move. A topology signal (node joined, up or down,
- * draining, a recovery opened or activated) or an ended move wakes it at once; otherwise it ticks on a timer.
+ * the transfer limits; cooldowns follow every completed reconfiguration, whoever started it. A topology signal
+ * (node joined, up or down, draining, a recovery opened or activated) or an ended move wakes it at once;
+ * otherwise it ticks on a timer.
  */
 import { allHandlersFinished, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
@@ -24,14 +25,14 @@ import {
   type RebalancerStatus,
 } from './definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { checkHold, checkOperatorNote, operatorHold, planHolds, pruneCooldowns, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
+import { checkHold, checkOperatorNote, closedListFrom, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
     paused: null,
     lastResumed: null,
     inFlight: [],
-    cooldowns: { nodes: {}, partitions: {} },
+    cooldowns: { nodes: {}, partitions: {}, moves: {} },
     ticks: 0,
     lastPlan: null,
     lastSignalSeq: 0,
@@ -101,12 +102,15 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     state.ticks++;
     // Paused with nothing in flight, there is nothing to learn from the broker.
     if (state.paused && state.inFlight.length === 0) return;
-    const snapshot = await rebalancerSnapshot(state.inFlight);
+    const looked = Date.now();
+    const snapshot = await rebalancerSnapshot(state.inFlight, null, closedListFrom(state.lookedAt, looked, settings.planner));
     const now = Date.now();
     const ended = recordEnded(state.inFlight, snapshot.ended, state.cooldowns, state.moves, now, settings.planner);
     state.inFlight = ended.inFlight;
     state.moves = ended.counts;
-    state.cooldowns = pruneCooldowns(ended.cooldowns, now);
+    // A snapshot recorded by an older run lists no closed reconfigurations.
+    state.cooldowns = pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner), now);
+    state.lookedAt = looked;
     if (state.paused) return;
 
     const base = { at: now, steps: [], started: [], skipped: [], spreadBefore: 0, spreadAfter: 0, mean: 0, threshold: settings.planner.threshold, planningMs: 0 };

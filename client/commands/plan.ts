@@ -1,18 +1,20 @@
 /**
- * `rebalancer plan`: the dry run. What the planner would start now and every step to convergence, in order, with
- * the spread before and after and the predicted time under the transfer limits; from the running broker or a
- * saved `GET /v1/topology` body. Needs no Temporal server and changes nothing.
+ * `rebalancer plan`: the dry run. What the loop starts on its next tick and every step to convergence, in order,
+ * with the spread before and after and the predicted time under the transfer limits; from the running broker (with
+ * the loop's live cooldowns, moves in flight and pause state when it answers) or a saved `GET /v1/topology` body.
+ * Changes nothing; without a Temporal server it plans on the broker's view alone and says so.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ClusterClient } from '../../cluster/client';
-import type { Topology } from '../../cluster/contract';
-import { checkSnapshot, planNow, planToConvergence, type PlanInput } from '../../planner';
+import type { Topology, Transfer } from '../../cluster/contract';
+import { checkSnapshot, type PlannerConfig } from '../../planner';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
+import type { RebalancerStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
-import { planHolds } from '../../workflows/rebalancer-rules';
-import { loopStatusIfAny } from '../rebalancer';
-import { defineCommand, print, table, Unreachable, usageError, withConnection, type CommandDeps } from '../output';
+import { dryRun, sameStep, type DryRun } from '../dry-run';
+import { defineCommand, print, table, Unreachable, usageError, type CommandDeps } from '../output';
+import { rebalancerStatus } from '../rebalancer';
 import { loopScope } from './pause';
 
 function readSnapshot(file: string): Topology {
@@ -27,24 +29,32 @@ function readSnapshot(file: string): Topology {
   return checked.topology;
 }
 
-async function readBroker(): Promise<Topology> {
+async function readBroker(): Promise<{ topology: Topology; transfers: Transfer[] }> {
   const env = loadEnv();
   const url = env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`;
-  return new ClusterClient(url, { token: env.CLUSTER_TOKEN }).topology().catch((err: unknown) => {
+  const broker = new ClusterClient(url, { token: env.CLUSTER_TOKEN });
+  const [topology, budget] = await Promise.all([broker.topology(), broker.syncBudget()]).catch((err: unknown) => {
     throw new Unreachable(`cannot read the topology from the broker at ${url} (${(err as Error).message}): is \`npm start\` running, or is CLUSTER_URL right?`);
   });
+  return { topology, transfers: budget.transfers };
 }
 
-/** The running loop's pins and exclusions as the planner reads them; none when no loop or no Temporal answers. */
-async function loopHolds(deps: CommandDeps): Promise<Pick<PlanInput, 'pinned' | 'excluded'>> {
+/** The live dry run: the loop's status when Temporal and the loop answer, else why not. */
+async function planLive(deps: CommandDeps, config: PlannerConfig): Promise<DryRun> {
+  const { topology, transfers } = await readBroker();
+  let loop: RebalancerStatus | null = null;
+  let why = 'no loop runs';
   try {
-    return await withConnection(deps, async (ctx) => {
-      const loop = await loopStatusIfAny(ctx.client, loopScope(ctx));
-      return loop ? planHolds(loop) : {};
-    });
-  } catch {
-    return {};
+    const ctx = await deps.connect();
+    try {
+      loop = await rebalancerStatus(ctx.client, loopScope(ctx));
+    } finally {
+      await ctx.close();
+    }
+  } catch (err) {
+    why = (err as Error).message;
   }
+  return dryRun(topology, transfers, loop, config, loop ? Date.now() : topology.now, why);
 }
 
 const ms = (x: number): string => (x < 1000 ? `${Math.round(x)} ms` : `${(x / 1000).toFixed(1)} s`);
@@ -53,26 +63,30 @@ export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'plan', {
     description:
       'dry run: the moves the planner would start now and every step to convergence, in order, with the spread before and after and the predicted time; changes nothing',
-    examples: ['rebalancer plan', 'rebalancer plan --json --snapshot topology.json'],
+    examples: ['rebalancer plan', 'rebalancer plan --json', 'rebalancer plan --json --snapshot topology.json'],
   })
     .option('--snapshot <file>', 'plan on a saved topology (the JSON body of GET /v1/topology) instead of the running broker')
     .action(async (opts: { json?: boolean; snapshot?: string }) => {
       // The loop's own settings (REBALANCER_*), so the dry run shows what the loop would do.
       const config = rebalancerSettings(loadEnv()).planner;
-      const topology = opts.snapshot === undefined ? await readBroker() : readSnapshot(opts.snapshot);
-      // The broker's view: moves in flight show as learners and leaving copies, which the planner leaves alone.
-      // With the loop's pins and exclusions when it answers, so the dry run leaves alone what the loop would.
-      const holds = opts.snapshot === undefined ? await loopHolds(deps) : {};
-      const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: topology.now, ...holds };
-      const plan = planToConvergence(input, config);
-      const startNow = planNow(input, config).steps.length;
-      print(deps.io, opts.json, { ...plan, startNow }, () => {
+      // A saved topology has no loop: moves in flight show as learners and leaving copies, which the planner leaves alone.
+      const plan =
+        opts.snapshot === undefined
+          ? await planLive(deps, config)
+          : (() => {
+              const topology = readSnapshot(opts.snapshot);
+              return dryRun(topology, [], null, config, topology.now, 'planned on a saved topology');
+            })();
+      print(deps.io, opts.json, plan, () => {
         const head = [
           `spread ${plan.spreadBefore.toFixed(3)} -> ${plan.spreadAfter.toFixed(3)} (mean ${plan.mean.toFixed(3)}, threshold ${plan.threshold})`,
-          `${plan.steps.length} steps, ${startNow} to start now; predicted ${ms(plan.predictedMs)}; planned in ${ms(plan.planningMs)}`,
+          `${plan.steps.length} steps, ${plan.startNow} to start now; predicted ${ms(plan.predictedMs)}; planned in ${ms(plan.planningMs)}`,
+          plan.loop.summary,
         ];
+        if (plan.onResume.length > 0) head.push(`on a resume the loop starts ${plan.onResume.length} step(s): ${plan.onResume.map((s) => `${s.op} ${s.partition} ${s.from} -> ${s.to}`).join(', ')}`);
         if (plan.steps.length === 0) return [...head, `nothing to do: ${plan.idleReason ?? 'balanced'}`].join('\n');
-        const rows = plan.steps.map((s, i) => [String(i + 1), i < startNow ? 'now' : '', s.op, s.partition, s.from, s.to, formatBytes(s.bytes), s.reason]);
+        if (plan.startNow === 0 && plan.idleReason) head.push(`nothing starts now: ${plan.idleReason}`);
+        const rows = plan.steps.map((s, i) => [String(i + 1), sameStep(plan.now, s) ? 'now' : '', s.op, s.partition, s.from, s.to, formatBytes(s.bytes), s.reason]);
         return [...head, table([['#', 'when', 'op', 'partition', 'from', 'to', 'bytes', 'reason'], ...rows])].join('\n');
       });
     });

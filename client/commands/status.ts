@@ -13,13 +13,20 @@ function holdList(holds: RebalancerStatus['pinned']): string {
 function describe(s: RebalancerStatus): string {
   const state = s.paused ? `paused by ${s.paused.by} at ${new Date(s.paused.at).toISOString()}: ${s.paused.reason}` : 'running';
   const plan = s.lastPlan;
-  const cooling = Object.entries(s.cooldowns.nodes).map(([n, until]) => `${n} until ${new Date(until).toISOString()}`);
+  const at = (until: number) => new Date(until).toISOString();
+  const cooling = Object.entries(s.cooldowns.nodes).map(([n, until]) => `${n} until ${at(until)}`);
+  // A partition cooldown keeps the copy on the node it arrived on and off the node it left.
+  const cooled = [
+    ...Object.entries(s.cooldowns.moves ?? {}).flatMap(([p, moves]) => moves.map((m) => `${p} ${moveLabel(m.from, m.to)} until ${at(m.until)}`)),
+    ...Object.entries(s.cooldowns.partitions).map(([p, until]) => `${p} (whole) until ${at(until)}`),
+  ];
   const lines = [
     `rebalancer:     ${state}`,
     `waiting for:    ${s.waitingFor}`,
     `last plan:      ${plan ? `${plan.steps.length} step(s), ${plan.started.length} started; ${plan.idleReason ?? 'moves started'}` : '-'}`,
     `moves:          ${s.moves.started} started, ${s.moves.completed} completed, ${s.moves.aborted} aborted, ${s.moves.cancelled} cancelled`,
     `cooling nodes:  ${cooling.join(', ') || '-'}`,
+    `cooling parts:  ${cooled.join(', ') || '-'}`,
     `pinned:         ${holdList(s.pinned)}`,
     `excluded:       ${holdList(s.excluded)}`,
     `ticks:          ${s.ticks} (every ${s.settings.tickMs} ms)`,

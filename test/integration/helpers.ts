@@ -14,7 +14,8 @@ import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type Reb
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
-import type { MoveOutcome } from '../../workflows/definitions';
+import { relayScope } from '../../worker/relay';
+import type { MoveOutcome, RebalancerSettings } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
 import { testFileNamespace } from './namespaces';
 
@@ -118,6 +119,45 @@ export async function startSuite(
   return { cluster, client, ctx: { client, cluster: cluster.client, taskQueue }, relayWorkflowId: w.relayWorkflowId, stop };
 }
 
+/** The loop's world: a cluster of n1..n3 in z1, a worker whose rebalancer loop runs `settings`, and the CLI pointed at both. */
+export interface LoopSuite {
+  cluster: TestCluster;
+  client: Client;
+  w: RebalancerWorker;
+  running: Promise<void>;
+  /** The loop's scope (broker and task queue). */
+  scope: string;
+}
+
+/** Twelve partitions q-<first>.. of replication factor 3 round the three nodes, then the worker and its loop. */
+export async function startLoopSuite(taskQueue: string, settings: RebalancerSettings, first: number, config: Partial<SimConfig> = {}): Promise<LoopSuite> {
+  const cluster = await startTestCluster(config, { nodes: 0, partitions: 0, streams: 0 });
+  for (const id of ['n1', 'n2', 'n3']) await cluster.client.joinNode(id, 1, 'z1');
+  for (let i = 0; i < 12; i++) {
+    const replicas = [0, 1, 2].map((k) => `n${((i + k) % 3) + 1}`);
+    await cluster.client.createPartition({ id: `q-${first + i}`, replicas });
+  }
+  const client = await connectClient();
+  const w = await createRebalancerWorker({ temporal: { address: temporalAddress(), namespace: temporalNamespace(), taskQueue }, clusterUrl: cluster.url, logger, relayTuning: TEST_RELAY_TUNING, rebalancer: settings });
+  const running = w.run();
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  return { cluster, client, w, running, scope: relayScope(cluster.url, taskQueue) };
+}
+
+/** Ends the loop, the worker and the cluster of a LoopSuite started or half started. */
+export async function stopLoopSuite(suite: Partial<LoopSuite>): Promise<void> {
+  if (suite.w && suite.client && suite.running) await stopLoopWorker(suite.client, suite.w, suite.running);
+  await suite.cluster?.close();
+}
+
+/** Runs the CLI in-process with its output captured. */
+export async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
+  return { code, out, err };
+}
+
 /** The counted copies of a partition (owner and followers), sorted. */
 export const counted = (p: Partition): string[] => [p.owner, ...p.followers].sort();
 
@@ -172,14 +212,6 @@ export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome> {
   const outcome = await clientOutcomeOf(handle);
   if (!outcome) throw new Error(`${handle.workflowId} ended without an outcome`);
   return outcome;
-}
-
-/** Runs the CLI in this process, as `rebalancer <argv>`, and captures what it prints. */
-export async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await runCli(argv, { out: (t) => void (out += t), err: (t) => void (err += t) });
-  return { code, out, err };
 }
 
 /** The rebalancer loop's current run: it changes when the loop continues as new. */

@@ -388,7 +388,8 @@ describe('planner plans pinned', () => {
   /**
    * Plans recorded from the planner before its state moved to typed arrays: a change to how the state is kept must
    * not change a single proposal, reason or figure of a plan (sha256 of the plans in order). Re-pinned when a rule
-   * changes on purpose (a down draining node sheds its follower copies: the random clusters include such nodes).
+   * changes on purpose (a down draining node sheds its follower copies: the random clusters include such nodes;
+   * idle reasons name the blocker and when a cooldown ends: the steps stayed the same).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -404,7 +405,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1037, sha: '62aa5d44aab4d696b6e117fd18e45dec465789fb55b51f9e29ecb502873f4e6f' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1037, sha: '222d2448af4ba7090de14b0f06cd0b02e375aaa98b2f453b0e6840c766d9d755' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {

@@ -109,7 +109,7 @@ describe('planner: the policy', () => {
     ];
     const plan = planNow(input(t, { inFlight }), config);
     expect(plan.steps).toEqual([]);
-    expect(plan.idleReason).toMatch(/n4 is .* below the mean but cannot take a transfer now \(its transfer slots are in use\)/);
+    expect(plan.idleReason).toMatch(/n4 is .* below the mean but cannot take a transfer now \(n4 already receives 2 of 2 copies \(the per-node transfer limit of the sync budget\)\)/);
     const full = planNow(input(t, { inFlight }), { ...config, maxTransfersPerCluster: 2 });
     expect(full.idleReason).toMatch(/cluster transfer limit reached: 2 of 2/);
     const { nodes } = scoreNodes(input(t, { inFlight }), config);

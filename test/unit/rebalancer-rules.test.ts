@@ -4,7 +4,7 @@ import type { InFlightMove, Proposal } from '../../planner/types';
 import type { TrackedMove } from '../../workflows/definitions';
 import { DEFAULT_PLANNER_CONFIG, planNow } from '../../planner';
 import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
-import { checkOperatorNote, inFlightMoves, pruneCooldowns, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
+import { checkOperatorNote, closedListFrom, inFlightMoves, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
@@ -40,24 +40,51 @@ describe('checkOperatorNote: pause and resume record who and why', () => {
 describe('recordEnded and cooldowns', () => {
   const config = { nodeCooldownMs: 1000, partitionCooldownMs: 5000 };
   const counts = { started: 2, completed: 0, cancelled: 0, aborted: 0 };
-  it('a completed move cools its partition and the node that received the copy', () => {
+  it('a completed move cools the node that received the copy, and its partition between the two nodes', () => {
     const r = recordEnded([tracked('q-1', 'n1', 'n4'), tracked('q-2', 'n2', 'n4')], [{ workflowId: 'reconfigure-q-1', runId: 'run-q-1', status: 'completed', detail: null }], { nodes: {}, partitions: {} }, counts, 100, config);
     expect(r.inFlight.map((m) => m.partition)).toEqual(['q-2']);
-    expect(r.cooldowns).toEqual({ nodes: { n4: 1100 }, partitions: { 'q-1': 5100 } });
+    expect(r.cooldowns).toEqual({ nodes: { n4: 1100 }, partitions: {}, moves: { 'q-1': [{ from: 'n1', to: 'n4', until: 5100 }] } });
     expect(r.counts).toEqual({ ...counts, completed: 1 });
   });
   it('a move a recovery aborted cools nothing, so the next tick plans it again', () => {
     const r = recordEnded([tracked('q-1', 'n1', 'n4')], [{ workflowId: 'reconfigure-q-1', runId: 'run-q-1', status: 'aborted', detail: 'pending recovery' }], { nodes: {}, partitions: {} }, counts, 100, config);
     expect(r.inFlight).toEqual([]);
-    expect(r.cooldowns).toEqual({ nodes: {}, partitions: {} });
+    expect(r.cooldowns).toEqual({ nodes: {}, partitions: {}, moves: {} });
     expect(r.counts.aborted).toBe(1);
   });
   it('an ended run of an earlier move on the partition is not taken for the tracked one', () => {
     const r = recordEnded([tracked('q-1', 'n1', 'n4', 'new')], [{ workflowId: 'reconfigure-q-1', runId: 'old', status: 'completed', detail: null }], { nodes: {}, partitions: {} }, counts, 100, config);
     expect(r.inFlight).toHaveLength(1);
   });
-  it('prunes cooldowns that ran out', () => {
-    expect(pruneCooldowns({ nodes: { n1: 10, n2: 30 }, partitions: { a: 20 } }, 20)).toEqual({ nodes: { n2: 30 }, partitions: {} });
+  it('prunes cooldowns that ran out, and keeps an older run\'s whole-partition entries until they end', () => {
+    const moves = { a: [{ from: 'n1', to: 'n2', until: 20 }], b: [{ from: null, to: 'n3', until: 15 }, { from: 'n3', to: 'n1', until: 40 }] };
+    expect(pruneCooldowns({ nodes: { n1: 10, n2: 30 }, partitions: { a: 20, c: 25 }, moves }, 20)).toEqual({
+      nodes: { n2: 30 },
+      partitions: { c: 25 },
+      moves: { b: [{ from: 'n3', to: 'n1', until: 40 }] },
+    });
+    // A state carried from an older run has no partition moves.
+    expect(pruneCooldowns({ nodes: {}, partitions: { a: 30 } }, 20)).toEqual({ nodes: {}, partitions: { a: 30 }, moves: {} });
+  });
+  it('a reconfiguration that closed, whoever started it, sets the same cooldowns from when it closed', () => {
+    const closed = [
+      { partition: 'q-1', from: 'n1', to: 'n2', closedAt: 200 },
+      { partition: 'q-1', from: 'n1', to: 'n2', closedAt: 300 },
+      { partition: 'q-2', from: null, to: 'n3', closedAt: 100 },
+    ];
+    const start = { nodes: { n2: 5000 }, partitions: {}, moves: { 'q-1': [{ from: 'n1', to: 'n2', until: 400 }] } };
+    expect(recordClosed(start, closed, config)).toEqual({
+      nodes: { n2: 5000, n3: 1100 },
+      partitions: {},
+      // Listed on more than one look (the visibility slack): one entry, the latest end.
+      moves: { 'q-1': [{ from: 'n1', to: 'n2', until: 5300 }], 'q-2': [{ from: null, to: 'n3', until: 5100 }] },
+    });
+    expect(start.moves['q-1']).toEqual([{ from: 'n1', to: 'n2', until: 400 }]);
+  });
+  it('lists closed reconfigurations from the last look less the visibility slack, never further back than a partition cooldown', () => {
+    expect(closedListFrom(90_000, 100_000, { partitionCooldownMs: 300_000 })).toBe(75_000);
+    expect(closedListFrom(undefined, 1_000_000, { partitionCooldownMs: 300_000 })).toBe(685_000);
+    expect(closedListFrom(10_000, 1_000_000, { partitionCooldownMs: 300_000 })).toBe(685_000);
   });
 });
 
