@@ -405,7 +405,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1037, sha: '222d2448af4ba7090de14b0f06cd0b02e375aaa98b2f453b0e6840c766d9d755' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1037, sha: '9a528544ea6de6cc30f2916cc9de5c8572b7c4ddb4633a726ace1dc5395e166c' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
