@@ -17,7 +17,7 @@ import type { Topology } from '../cluster/contract';
 import { spawnCluster, type SpawnedCluster } from '../cluster/spawn';
 import { planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { freePort } from '../scripts/dev-server';
-import { PROJECT_ROOT } from '../scripts/temporal-cli';
+import { onPath, PROJECT_ROOT } from '../scripts/temporal-cli';
 import { relayScope } from '../worker/relay';
 import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../workflows/definitions';
 import { lowerBounds } from './planner';
@@ -60,9 +60,16 @@ function productEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, LOG_FORMAT: 'json', ...extra };
 }
 
-/** Spawns `node --import tsx <args>` in the project with stdin a pipe (exit-with-parent.ts stops it if we die). */
-function node(args: string[], env: NodeJS.ProcessEnv, out: WriteStream): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: PROJECT_ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+/**
+ * `node --import tsx scripts/start.ts`, as `npm start` execs it. Where util-linux's setpriv exists, the kernel stops
+ * it when this process dies, as the dev server is stopped (exit-with-parent.ts cannot be preloaded here: the SDK's
+ * workflow thread inherits the flag without tsx).
+ */
+function startProcess(env: NodeJS.ProcessEnv, out: WriteStream): ChildProcess {
+  const command = [process.execPath, '--import', 'tsx', 'scripts/start.ts'];
+  const setpriv = onPath('setpriv');
+  const [file, ...args] = setpriv ? [setpriv, '--pdeathsig', 'TERM', '--', ...command] : command;
+  const child = spawn(file!, args, { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.pipe(out, { end: false });
   child.stderr!.pipe(out, { end: false });
   return child;
@@ -100,7 +107,7 @@ async function startProduct(trigger: Trigger): Promise<Product> {
     });
     say(`${trigger}: cluster/main.ts ${Object.entries(CLUSTER_SHAPE).map(([k, v]) => `--${k} ${v}`).join(' ')} at ${cluster.url}`);
     say(`${trigger}: CLUSTER_URL=${cluster.url} TEMPORAL_PORT=${temporalPort} DATA_DIR=${dir} node --import tsx scripts/start.ts (no REBALANCER_* set: the defaults); logs in ${log}`);
-    start = node(['--import', './scripts/exit-with-parent.ts', 'scripts/start.ts'], env, out);
+    start = startProcess(env, out);
     const started = start;
     await new Promise<void>((resolve, reject) => {
       let seen = '';
@@ -193,12 +200,15 @@ function unsettled(o: Observed, cfg: PlannerConfig, draining: string[]): string[
 
 function activity(o: Observed, cfg: PlannerConfig, draining: string[]): Activity {
   const input = planInput(o, draining);
-  const inFlight = tracked(o).length + o.topology.partitions.reduce((a, p) => a + p.learners.length + (p.leaving === null ? 0 : 1), 0);
+  // A pending recovery is not a copy in flight: the loop waits for it, which the plans below show as blocked.
+  const copies = o.topology.partitions.reduce((a, p) => a + p.learners.length + (p.leaving === null ? 0 : 1) + (p.admission === 'open' && p.boundary === null ? 0 : 1), 0);
+  const inFlight = tracked(o).length + copies;
   return activityOf({
     inFlight,
     proposedNow: planNow(input, cfg).steps.length,
     proposedUnlimited: planNow(input, withoutLimits(cfg)).steps.length,
-    proposedWithoutCooldowns: planNow(input, withoutCooldowns(cfg)).steps.length,
+    // The cooldowns the planner obeys are the ones recorded in its input; the settings only make new ones.
+    proposedWithoutCooldowns: planNow({ ...input, cooldowns: { nodes: {}, partitions: {} } }, cfg).steps.length,
   });
 }
 
@@ -215,8 +225,13 @@ class Tally {
   see(before: Observed, after: Observed, act: Activity): void {
     const dt = (after.now - before.now) / 1000;
     this.seconds[act] += dt;
-    const reason = before.status.lastPlan?.idleReason ?? null;
-    if (act !== 'moving' && reason !== null) this.idle.set(reason, (this.idle.get(reason) ?? 0) + dt);
+    const reasons = [before.status.lastPlan?.idleReason ?? null, ...(before.drain?.blockingReasons ?? []).map((r) => `drain: ${r}`)];
+    for (const r of reasons) {
+      if (act === 'moving' || r === null) continue;
+      // Scores in the reason change every sample: without them, one reason is one key.
+      const key = r.replace(/-?\d+\.\d+/g, '#');
+      this.idle.set(key, (this.idle.get(key) ?? 0) + dt);
+    }
     for (const m of tracked(after)) this.plannedBytes.set(`${m.partition}@${m.to}`, m.bytes);
     const was = new Map(before.topology.partitions.map((p) => [p.id, p]));
     const live = new Set(before.topology.nodes.filter((n) => n.live).map((n) => n.id));
@@ -307,11 +322,18 @@ async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<st
     const bound = lowerBounds(input, withoutCooldowns(cfg));
     const tally = new Tally();
     let settledMs: number | null = null;
+    // From when nothing ran and the planner proposed nothing even without cooldowns, through to the end: the
+    // product had stopped by itself, settled or not.
+    let restSince: number | null = null;
+    let drainEndedMs: number | null = null;
     let why: string[] = [];
     while (Date.now() - t0 < timeoutS * 1000) {
       await sleep(SAMPLE_MS);
       const after = await observe(p, fired.drained);
-      tally.see(before, after, activity(before, cfg, fired.draining));
+      const act = activity(before, cfg, fired.draining);
+      tally.see(before, after, act);
+      restSince = act === 'blocked' && running(before) === 0 ? (restSince ?? before.now - t0) : null;
+      if (after.drain?.outcome != null) drainEndedMs ??= after.now - t0;
       before = after;
       why = unsettled(after, cfg, fired.draining);
       if (why.length === 0) {
@@ -327,7 +349,8 @@ async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<st
       node: fired.node,
       settled: settledMs !== null,
       settledS: settledMs === null ? null : round(settledMs / 1000, 1),
-      ...(settledMs === null ? { timeoutS, unsettledAtEnd: why.slice(0, 5), unsettledCount: why.length } : {}),
+      ...(settledMs === null ? { timeoutS, atRestS: restSince === null ? null : round(restSince / 1000, 1), unsettledAtEnd: why.slice(0, 5), unsettledCount: why.length } : {}),
+      ...(fired.drained === null ? {} : { drainEndedS: drainEndedMs === null ? null : round(drainEndedMs / 1000, 1) }),
       transferBoundS: round(boundMs / 1000, 1),
       busiestReceiver: busiest,
       ratio: settledMs === null || boundMs === 0 ? null : round(settledMs / boundMs, 2),
@@ -351,7 +374,8 @@ async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<st
 function summary(r: Record<string, unknown>): string {
   const w = r.waitedS as Record<Activity, number>;
   const b = r.busiestReceiver as { node: string | null; bytes: number };
-  const head = r.settled ? `settled in ${String(r.settledS)} s` : `NOT settled within ${String(r.timeoutS)} s`;
+  const rest = r.atRestS == null ? '' : ` (nothing more happened after ${String(r.atRestS)} s)`;
+  const head = r.settled ? `settled in ${String(r.settledS)} s` : `NOT settled within ${String(r.timeoutS)} s${rest}`;
   return (
     `${String(r.trigger)} ${String(r.node)}: ${head}; transfer bound ${String(r.transferBoundS)} s (${b.node ?? 'no node'} receives ${round(b.bytes / 2 ** 20, 1)} MiB)` +
     `${r.ratio === null ? '' : `, ratio ${String(r.ratio)}`}; target ${String(r.targetS)} s: ${r.pass ? 'pass' : 'MISS'}; ` +
