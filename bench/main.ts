@@ -19,6 +19,10 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     about: 'N concurrent follower moves (--n 50,200): moves/min, orchestration overhead, history events, worker CPU and RSS, vs a direct baseline',
     load: () => import('./moves'),
   },
+  settle: {
+    about: 'the product as npm start runs it (default settings): seconds from a node joining, a drain, a node lost for good, a node returning to settled, vs the transfer bound (--timeout-s 900)',
+    load: () => import('./settle'),
+  },
   handoff: { about: 'planned owner handoffs under publishing load: closed-admission time p50/p99 vs a seal-and-recover of the same partitions', load: () => import('./handoff') },
 };
 

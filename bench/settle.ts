@@ -1,0 +1,398 @@
+/**
+ * `npm run bench -- settle [join|drain|lost|return ...] [--timeout-s N]`: how long the product as it ships takes to
+ * settle after a change, end to end. For each trigger, on a fresh balanced cluster: the wall-clock reference
+ * cluster as its own process, then `npm start`'s own process pointed at it (its Temporal dev server, the worker
+ * with the progress relay and the rebalancer loop at the default REBALANCER_* settings, the admin API), the
+ * trigger made as an operator makes it (the cluster's API, the `rebalancer` CLI), and a sample every second
+ * until settled (bench/settle-rules.ts) or the timeout. One JSON line per trigger on stdout, a summary on stderr.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { drainStatus, rebalancerStatus } from '../client/rebalancer';
+import { ClusterClient } from '../cluster/client';
+import type { Topology } from '../cluster/contract';
+import { spawnCluster, type SpawnedCluster } from '../cluster/spawn';
+import { planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
+import { freePort } from '../scripts/dev-server';
+import { onPath, PROJECT_ROOT } from '../scripts/temporal-cli';
+import { relayScope } from '../worker/relay';
+import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../workflows/definitions';
+import { lowerBounds } from './planner';
+import { activityOf, busiestReceiver, repairSteps, targetMs, transferBoundMs, unsettledReasons, withoutCooldowns, withoutLimits, type Activity } from './settle-rules';
+import { round } from './stats';
+
+type Trigger = 'join' | 'drain' | 'lost' | 'return';
+const TRIGGERS: Trigger[] = ['join', 'drain', 'lost', 'return'];
+
+/**
+ * `npm start`'s embedded cluster (scripts/start.ts: 5 nodes in three zones, 14 queues and a stream of 3 copies, 9
+ * copies and 3 owners on each node) with 30,000 messages of history: a copy takes about 7.5 s at 4 MiB/s.
+ */
+const CLUSTER_SHAPE = { clock: 'wall', nodes: 5, partitions: 14, streams: 1, 'initial-messages': 30_000 };
+const JOINING = { id: 'n6', zone: 'z3' };
+const SAMPLE_MS = 1000;
+const START_TIMEOUT_MS = 180_000;
+const BALANCED_TIMEOUT_MS = 60_000;
+const DEFAULT_TIMEOUT_S = 900;
+const TASK_QUEUE = 'rebalancer';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const say = (line: string) => process.stderr.write(`settle: ${line}\n`);
+
+interface Product {
+  cluster: ClusterClient;
+  clusterUrl: string;
+  temporal: string;
+  client: Client;
+  scope: string;
+  dir: string;
+  log: string;
+  close(): Promise<void>;
+}
+
+/** The environment the product's processes get: the caller's, less every setting this benchmark must not inherit. */
+function productEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^(REBALANCER_|TEMPORAL_|CLUSTER_|ADMIN_|WORKER_METRICS_|DATA_DIR$|LOG_)/.test(k)) env[k] = v;
+  return { ...env, LOG_FORMAT: 'json', ...extra };
+}
+
+/**
+ * `node --import tsx scripts/start.ts`, as `npm start` execs it. Where util-linux's setpriv exists, the kernel stops
+ * it when this process dies, as the dev server is stopped (exit-with-parent.ts cannot be preloaded here: the SDK's
+ * workflow thread inherits the flag without tsx).
+ */
+function startProcess(env: NodeJS.ProcessEnv, out: WriteStream): ChildProcess {
+  const command = [process.execPath, '--import', 'tsx', 'scripts/start.ts'];
+  const setpriv = onPath('setpriv');
+  const [file, ...args] = setpriv ? [setpriv, '--pdeathsig', 'TERM', '--', ...command] : command;
+  const child = spawn(file!, args, { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.pipe(out, { end: false });
+  child.stderr!.pipe(out, { end: false });
+  return child;
+}
+
+async function startProduct(trigger: Trigger): Promise<Product> {
+  const dir = mkdtempSync(path.join(tmpdir(), `settle-${trigger}-`));
+  const log = path.join(dir, 'product.log');
+  const out = createWriteStream(log);
+  let cluster: SpawnedCluster | undefined;
+  let start: ChildProcess | undefined;
+  let connection: Connection | undefined;
+  const close = async () => {
+    await connection?.close().catch(() => undefined);
+    if (start && start.exitCode === null && start.signalCode === null) {
+      const exited = new Promise((r) => start!.once('exit', r));
+      start.kill('SIGTERM');
+      const timer = setTimeout(() => start!.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await cluster?.close();
+    out.end();
+  };
+  try {
+    cluster = await spawnCluster(CLUSTER_SHAPE, { dataDir: path.join(dir, 'cluster'), output: (chunk) => out.write(chunk) });
+    const [temporalPort, uiPort, adminPort, metricsPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const env = productEnv({
+      CLUSTER_URL: cluster.url,
+      TEMPORAL_PORT: String(temporalPort),
+      TEMPORAL_UI_PORT: String(uiPort),
+      ADMIN_PORT: String(adminPort),
+      WORKER_METRICS_PORT: String(metricsPort),
+      DATA_DIR: dir,
+    });
+    say(`${trigger}: cluster/main.ts ${Object.entries(CLUSTER_SHAPE).map(([k, v]) => `--${k} ${v}`).join(' ')} at ${cluster.url}`);
+    say(`${trigger}: CLUSTER_URL=${cluster.url} TEMPORAL_PORT=${temporalPort} DATA_DIR=${dir} node --import tsx scripts/start.ts (no REBALANCER_* set: the defaults); logs in ${log}`);
+    start = startProcess(env, out);
+    const started = start;
+    await new Promise<void>((resolve, reject) => {
+      let seen = '';
+      const timer = setTimeout(() => reject(new Error(`npm start did not report running within ${START_TIMEOUT_MS / 1000} s; see ${log}`)), START_TIMEOUT_MS);
+      started.stdout!.on('data', (chunk: Buffer) => {
+        seen = (seen + chunk.toString()).slice(-2000);
+        if (seen.includes('live rebalancer is running')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      started.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`npm start exited (${code}) before it ran; see ${log}`));
+      });
+    });
+    const temporal = `127.0.0.1:${temporalPort}`;
+    connection = await Connection.connect({ address: temporal });
+    return { cluster: new ClusterClient(cluster.url), clusterUrl: cluster.url, temporal, client: new Client({ connection }), scope: relayScope(cluster.url, TASK_QUEUE), dir, log, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/** `rebalancer <args>` as an operator types it, against this product; resolves with its stdout, rejects on a failure. */
+async function cli(p: Product, args: string[]): Promise<string> {
+  say(`$ rebalancer ${args.map((a) => (a.includes(' ') ? JSON.stringify(a) : a)).join(' ')}`);
+  const out = createWriteStream(path.join(p.dir, 'cli.log'), { flags: 'a' });
+  const child = spawn(process.execPath, ['bin/rebalancer.mjs', ...args], {
+    cwd: PROJECT_ROOT,
+    env: productEnv({ TEMPORAL_ADDRESS: p.temporal, CLUSTER_URL: p.clusterUrl, DATA_DIR: p.dir }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.pipe(out);
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  out.end();
+  if (code !== 0) throw new Error(`rebalancer ${args[0]} exited ${code}: ${stdout.trim()} (see ${path.join(p.dir, 'cli.log')})`);
+  return stdout;
+}
+
+/** A node that holds no stream copy: nothing may move a stream copy yet, so a drain or a repair of it could not end. */
+function queueOnlyNode(t: Topology): string {
+  const streams = new Set(t.partitions.filter((p) => p.kind === 'stream').flatMap((p) => [p.owner, ...p.followers, ...p.learners]));
+  const pick = [...t.nodes].reverse().find((n) => n.live && !streams.has(n.id));
+  if (pick === undefined) throw new Error('every node holds a stream copy: no node can be drained or lost with a chance to settle');
+  return pick.id;
+}
+
+interface Observed {
+  status: RebalancerStatus;
+  drain: DrainStatus | null;
+  topology: Topology;
+  now: number;
+}
+
+async function observe(p: Product, drained: string | null): Promise<Observed> {
+  const [status, drain, topology] = await Promise.all([
+    rebalancerStatus(p.client, p.scope),
+    drained === null ? null : drainStatus(p.client, drained).catch(() => null),
+    p.cluster.topology(),
+  ]);
+  return { status, drain, topology, now: Date.now() };
+}
+
+const tracked = (o: Observed): TrackedMove[] => [...o.status.inFlight, ...(o.drain?.inFlight ?? [])];
+
+function mergedCooldowns(o: Observed): Cooldowns {
+  const out: Cooldowns = { nodes: { ...o.status.cooldowns.nodes }, partitions: { ...o.status.cooldowns.partitions } };
+  for (const kind of ['nodes', 'partitions'] as const) {
+    for (const [id, until] of Object.entries(o.drain?.cooldowns[kind] ?? {})) out[kind][id] = Math.max(out[kind][id] ?? 0, until);
+  }
+  return out;
+}
+
+function planInput(o: Observed, draining: string[]): PlanInput {
+  const inFlight: InFlightMove[] = tracked(o).map((m) => ({ partition: m.partition, op: m.op, from: m.from, to: m.to, bytesRemaining: m.bytes }));
+  return { topology: o.topology, inFlight, cooldowns: mergedCooldowns(o), now: o.now, draining };
+}
+
+/** Reconfigurations running: the ones the loop and a drain track, and a drain that has not ended. */
+const running = (o: Observed): number => tracked(o).length + (o.drain !== null && o.drain.outcome === null ? 1 : 0);
+
+function unsettled(o: Observed, cfg: PlannerConfig, draining: string[]): string[] {
+  const scores = scoreNodes({ topology: o.topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: o.now, draining }, cfg);
+  return unsettledReasons(o.topology, scores, cfg.threshold, running(o));
+}
+
+function activity(o: Observed, cfg: PlannerConfig, draining: string[]): Activity {
+  const input = planInput(o, draining);
+  // A pending recovery is not a copy in flight: the loop waits for it, which the plans below show as blocked.
+  const copies = o.topology.partitions.reduce((a, p) => a + p.learners.length + (p.leaving === null ? 0 : 1) + (p.admission === 'open' && p.boundary === null ? 0 : 1), 0);
+  const inFlight = tracked(o).length + copies;
+  return activityOf({
+    inFlight,
+    proposedNow: planNow(input, cfg).steps.length,
+    proposedUnlimited: planNow(input, withoutLimits(cfg)).steps.length,
+    // The cooldowns the planner obeys are the ones recorded in its input; the settings only make new ones.
+    proposedWithoutCooldowns: planNow({ ...input, cooldowns: { nodes: {}, partitions: {} } }, cfg).steps.length,
+  });
+}
+
+/** What happened to the copies between two samples: copies started on a node, owner changes (handoff or recovery). */
+class Tally {
+  readonly copies = new Set<string>();
+  handoffs = 0;
+  failovers = 0;
+  readonly plannedBytes = new Map<string, number>();
+  readonly historyBytes = new Map<string, number>();
+  readonly seconds: Record<Activity, number> = { moving: 0, syncBudget: 0, tick: 0, cooldown: 0, blocked: 0 };
+  readonly idle = new Map<string, number>();
+
+  see(before: Observed, after: Observed, act: Activity): void {
+    const dt = (after.now - before.now) / 1000;
+    this.seconds[act] += dt;
+    const reasons = [before.status.lastPlan?.idleReason ?? null, ...(before.drain?.blockingReasons ?? []).map((r) => `drain: ${r}`)];
+    for (const r of reasons) {
+      if (act === 'moving' || r === null) continue;
+      // Scores in the reason change every sample: without them, one reason is one key.
+      const key = r.replace(/-?\d+\.\d+/g, '#');
+      this.idle.set(key, (this.idle.get(key) ?? 0) + dt);
+    }
+    for (const m of tracked(after)) this.plannedBytes.set(`${m.partition}@${m.to}`, m.bytes);
+    const was = new Map(before.topology.partitions.map((p) => [p.id, p]));
+    const live = new Set(before.topology.nodes.filter((n) => n.live).map((n) => n.id));
+    for (const p of after.topology.partitions) {
+      const old = was.get(p.id);
+      for (const l of p.learners) {
+        const key = `${p.id}@${l}`;
+        if (!old?.learners.includes(l) && !this.copies.has(key)) this.historyBytes.set(key, p.historyBytes);
+        this.copies.add(key);
+      }
+      if (old !== undefined && old.owner !== p.owner) {
+        if (live.has(old.owner)) this.handoffs++;
+        else this.failovers++;
+      }
+    }
+  }
+
+  /** Bytes of the copies made: the planner's cost where the loop or a drain tracked the move, else the history. */
+  bytes(): number {
+    let sum = 0;
+    for (const key of this.copies) sum += this.plannedBytes.get(key) ?? this.historyBytes.get(key) ?? 0;
+    return sum;
+  }
+}
+
+const counts = (steps: Proposal[]) => ({
+  moves: steps.filter((s) => s.op === 'follower_move').length,
+  handoffs: steps.filter((s) => s.op === 'owner_handoff').length,
+  bytes: steps.reduce((a, s) => a + (s.op === 'follower_move' ? s.bytes : 0), 0),
+});
+
+/** Makes the trigger; returns the node it concerns, the nodes draining after it and the drain to follow, if any. */
+async function fire(p: Product, trigger: Trigger): Promise<{ node: string; draining: string[]; drained: string | null }> {
+  const t = await p.cluster.topology();
+  switch (trigger) {
+    case 'join':
+      say(`join: POST /v1/nodes ${JOINING.id} (zone ${JOINING.zone}), as npm start's demo does`);
+      await p.cluster.joinNode(JOINING.id, 1, JOINING.zone);
+      return { node: JOINING.id, draining: [], drained: null };
+    case 'drain': {
+      const node = queueOnlyNode(t);
+      await cli(p, ['drain', node, '--reason', 'settle benchmark: drain', '--json']);
+      return { node, draining: [node], drained: node };
+    }
+    case 'lost': {
+      const node = queueOnlyNode(t);
+      say(`lost: POST /v1/faults crash-node ${node}, then lose-disk ${node}: down for good`);
+      await p.cluster.fault({ fault: 'crash-node', node });
+      await p.cluster.fault({ fault: 'lose-disk', node });
+      return { node, draining: [], drained: null };
+    }
+    case 'return': {
+      const node = queueOnlyNode(t);
+      say(`return: first drain ${node} to its end, so its copies move and it keeps them as retained copies (not timed)`);
+      await cli(p, ['drain', node, '--wait', '--reason', 'settle benchmark: leave retained copies', '--json']);
+      const held = (await p.cluster.topology()).partitions.filter((x) => x.retainedCopies.some((c) => c.node === node)).length;
+      say(`return: ${node} holds ${held} retained cop${held === 1 ? 'y' : 'ies'}; it returns now`);
+      await cli(p, ['undrain', node, '--reason', 'settle benchmark: the node returns', '--json']);
+      return { node, draining: [], drained: null };
+    }
+  }
+}
+
+/** Waits until the loop has ticked on a settled cluster: the fresh cluster starts balanced, and every trigger starts from rest. */
+async function untilBalanced(p: Product): Promise<RebalancerStatus> {
+  const deadline = Date.now() + BALANCED_TIMEOUT_MS;
+  for (;;) {
+    const o = await observe(p, null).catch(() => null);
+    const why = o === null ? ['no loop status yet'] : unsettled(o, o.status.settings.planner, []);
+    if (o !== null && o.status.ticks > 0 && why.length === 0) return o.status;
+    if (Date.now() > deadline) throw new Error(`the fresh cluster was not settled within ${BALANCED_TIMEOUT_MS / 1000} s: ${why.join('; ')}`);
+    await sleep(SAMPLE_MS);
+  }
+}
+
+async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<string, unknown>> {
+  const p = await startProduct(trigger);
+  try {
+    const { settings } = await untilBalanced(p);
+    const cfg = settings.planner;
+    const fired = await fire(p, trigger);
+    const t0 = Date.now();
+    let before = await observe(p, fired.drained);
+    // The transfer bound's plan: what the data asks for, planned on the topology the trigger left, no cooldowns.
+    const input: PlanInput = { topology: before.topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: before.now, draining: fired.draining };
+    const plan = [...(trigger === 'lost' ? repairSteps(before.topology, fired.node) : []), ...planToConvergence(input, withoutCooldowns(cfg)).steps];
+    const boundMs = transferBoundMs(plan, cfg.syncBytesPerSec);
+    const bound = lowerBounds(input, withoutCooldowns(cfg));
+    const tally = new Tally();
+    let settledMs: number | null = null;
+    // From when nothing ran and the planner proposed nothing even without cooldowns, through to the end: the
+    // product had stopped by itself, settled or not.
+    let restSince: number | null = null;
+    let drainEndedMs: number | null = null;
+    let why: string[] = [];
+    while (Date.now() - t0 < timeoutS * 1000) {
+      await sleep(SAMPLE_MS);
+      const after = await observe(p, fired.drained);
+      const act = activity(before, cfg, fired.draining);
+      tally.see(before, after, act);
+      restSince = act === 'blocked' && running(before) === 0 ? (restSince ?? before.now - t0) : null;
+      if (after.drain?.outcome != null) drainEndedMs ??= after.now - t0;
+      before = after;
+      why = unsettled(after, cfg, fired.draining);
+      if (why.length === 0) {
+        settledMs = after.now - t0;
+        break;
+      }
+    }
+    const breaches = (await p.cluster.invariants()).breaches.length;
+    const target = targetMs(boundMs, settings.tickMs);
+    const busiest = busiestReceiver(plan);
+    return {
+      trigger,
+      node: fired.node,
+      settled: settledMs !== null,
+      settledS: settledMs === null ? null : round(settledMs / 1000, 1),
+      ...(settledMs === null ? { timeoutS, atRestS: restSince === null ? null : round(restSince / 1000, 1), unsettledAtEnd: why.slice(0, 5), unsettledCount: why.length } : {}),
+      ...(fired.drained === null ? {} : { drainEndedS: drainEndedMs === null ? null : round(drainEndedMs / 1000, 1) }),
+      transferBoundS: round(boundMs / 1000, 1),
+      busiestReceiver: busiest,
+      ratio: settledMs === null || boundMs === 0 ? null : round(settledMs / boundMs, 2),
+      targetS: round(target / 1000, 1),
+      pass: settledMs !== null && settledMs <= target,
+      done: { moves: tally.copies.size, handoffs: tally.handoffs, failovers: tally.failovers, bytes: tally.bytes() },
+      plan: counts(plan),
+      lowerBound: { moves: bound.moves, bytes: bound.bytes },
+      waitedS: Object.fromEntries(Object.entries(tally.seconds).map(([k, v]) => [k, round(v, 1)])),
+      idleReasonsS: Object.fromEntries([...tally.idle].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => [k, round(v, 1)])),
+      invariantBreaches: breaches,
+      settings: { tickMs: settings.tickMs, nodeCooldownMs: cfg.nodeCooldownMs, partitionCooldownMs: cfg.partitionCooldownMs, syncBytesPerSec: cfg.syncBytesPerSec, threshold: cfg.threshold },
+      loadAverage: round(loadavg()[0]!, 2),
+    };
+  } finally {
+    await p.close();
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+}
+
+function summary(r: Record<string, unknown>): string {
+  const w = r.waitedS as Record<Activity, number>;
+  const b = r.busiestReceiver as { node: string | null; bytes: number };
+  const rest = r.atRestS == null ? '' : ` (nothing more happened after ${String(r.atRestS)} s)`;
+  const head = r.settled ? `settled in ${String(r.settledS)} s` : `NOT settled within ${String(r.timeoutS)} s${rest}`;
+  return (
+    `${String(r.trigger)} ${String(r.node)}: ${head}; transfer bound ${String(r.transferBoundS)} s (${b.node ?? 'no node'} receives ${round(b.bytes / 2 ** 20, 1)} MiB)` +
+    `${r.ratio === null ? '' : `, ratio ${String(r.ratio)}`}; target ${String(r.targetS)} s: ${r.pass ? 'pass' : 'MISS'}; ` +
+    `waited: cooldowns ${w.cooldown} s, ticks ${w.tick} s, sync budget ${w.syncBudget} s, blocked ${w.blocked} s (moving ${w.moving} s)`
+  );
+}
+
+export async function run(args: string[]): Promise<void> {
+  const at = args.indexOf('--timeout-s');
+  const timeoutS = at >= 0 ? Number(args[at + 1]) : DEFAULT_TIMEOUT_S;
+  if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new Error(`--timeout-s is ${JSON.stringify(args[at + 1] ?? '')}: expected seconds above 0`);
+  const named = args.filter((a, i) => !a.startsWith('-') && (at < 0 || i !== at + 1));
+  const unknown = named.filter((a) => !TRIGGERS.includes(a as Trigger));
+  if (unknown.length > 0) throw new Error(`unknown trigger ${unknown.join(', ')}: expected any of ${TRIGGERS.join(', ')}`);
+  for (const trigger of named.length > 0 ? (named as Trigger[]) : TRIGGERS) {
+    const r = await runTrigger(trigger, timeoutS);
+    console.log(JSON.stringify(r));
+    say(summary(r));
+  }
+}
