@@ -9,8 +9,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
+import { planToConvergence } from '../planner';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import type { EndedMove, RebalancerSettings, TrackedMove } from '../workflows/definitions';
+import type { EndedMove, PlanBasis, ProposedPlan, RebalancerSettings, StaleStep, TrackedMove } from '../workflows/definitions';
+import { basisOf, staleSteps, type Holds } from '../workflows/rebalancer-approval';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
 import { inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
 import { PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
@@ -146,6 +148,26 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
       if (!request.drain) return plan;
       return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };
+    },
+
+    /**
+     * Propose mode: the planner's steps to convergence on a fresh topology (the moves the loop tracks counted in
+     * flight), with the topology generation and the basis its steps are judged stale against at approval.
+     */
+    async proposePlan(
+      request: { tracked: TrackedMove[]; cooldowns: PlanInput['cooldowns']; now: number } & Pick<PlanInput, 'pinned' | 'excluded'>,
+      config: PlannerConfig,
+    ): Promise<{ plan: Plan; generation: number; basis: PlanBasis }> {
+      const [topology, budget] = await Promise.all([deps.cluster.topology(), deps.cluster.syncBudget()]);
+      const { tracked, ...rest } = request;
+      const plan = planToConvergence(planInputFor(topology, { ...rest, inFlight: inFlightMoves(topology, tracked, budget.transfers) }), config);
+      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, generation: topology.generation }, 'proposed');
+      return { plan, generation: topology.generation, basis: basisOf(topology, plan.steps) };
+    },
+
+    /** Propose mode, at approval: which of the plan's steps are stale on a fresh topology, and why. */
+    async checkPlanSteps(plan: Pick<ProposedPlan, 'steps' | 'basis'>, holds: Holds = {}): Promise<{ fresh: ProposedPlan['steps']; stale: StaleStep[] }> {
+      return staleSteps(plan, await deps.cluster.topology(), holds);
     },
 
     async configuredSettings(): Promise<RebalancerSettings> {

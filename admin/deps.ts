@@ -5,7 +5,7 @@
  */
 import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
-import type { MoveStatus, ReconfigurationKind, ReconfigurationRequest } from '../workflows/definitions';
+import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
 import type { HoldAction } from '../workflows/rebalancer-rules';
 import type { EndedMove, MoveDetail } from '../client/moves';
 
@@ -32,6 +32,12 @@ export interface RebalancerState {
   waitingFor: string | null;
   /** Moves the loop started since it first ran, by kind (its planner decisions); empty when no loop runs. */
   startedByKind: Partial<Record<ReconfigurationKind, number>>;
+  /** `propose`: the loop waits for a plan's approval; null when no loop runs. */
+  mode: RebalancerMode | null;
+  /** Propose mode: the plan waiting for approval, without the basis its steps are judged by. */
+  pendingPlan: Omit<ProposedPlan, 'basis'> | null;
+  /** Propose mode: the approved plan whose steps are still starting or in flight, and how many are yet to start. */
+  approved: { planId: string; stepsLeft: number } | null;
   /** Partitions the loop leaves alone, and nodes it moves nothing onto or off, each with who, why and since when. */
   pinned: HoldView[];
   excluded: HoldView[];
@@ -74,6 +80,8 @@ export interface AdminDeps {
     resume(by: Requester): Promise<RebalancerState>;
     /** Pin or unpin a partition, exclude or include a node (the id checked against the broker by the caller). */
     hold(action: HoldAction, id: string, by: Requester): Promise<RebalancerState>;
+    approve(planId: string, by: Requester): Promise<Omit<ApprovalResult, 'status'>>;
+    refresh(by: Requester): Promise<Omit<RefreshResult, 'status'>>;
   };
   /**
    * Moves each drain started on the planner's proposals, by kind: the drains running and those ended within the

@@ -26,6 +26,9 @@ export const PartitionActionBody = z.object({ partition: PartitionId, reason }).
 
 export const PartitionParams = z.object({ partition: PartitionId }).strict();
 
+/** A plan id as propose mode's loop makes them. */
+export const PlanParams = z.object({ id: z.string().regex(/^p-[0-9a-f]{8}$/, 'a plan id: p- and 8 hex digits, for example p-3f2a9c1b') }).strict();
+
 const page = {
   offset: z.coerce.number().pipe(z.int().min(0)).default(0),
   limit: z.coerce.number().pipe(z.int().min(1).max(500)).default(50),

@@ -22,7 +22,7 @@ import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
 import { unknownId } from '../client/rebalancer';
 import type { HoldAction } from '../workflows/rebalancer-rules';
-import { AuditQuery, DrainBody, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionActionBody, PartitionParams, ReasonBody } from './schemas';
+import { AuditQuery, DrainBody, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 
 export interface AdminOptions {
   deps: AdminDeps;
@@ -313,6 +313,21 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     holdRoute('unpin', 'Unpin a partition'),
     holdRoute('exclude', 'Exclude a node from rebalancing: no copy or ownership moves onto or off it by the rebalancer (a drain still runs)'),
     holdRoute('include', 'Include an excluded node in rebalancing again'),
+    {
+      method: 'POST', url: '/api/plan/:id/approve', params: PlanParams, body: ReasonBody, summary: "Propose mode: start exactly the pending plan's steps; stale ones are refused with why",
+      handler: async (req) => {
+        const { id } = parse(PlanParams, req.params, 'path');
+        const { reason } = parse(ReasonBody, req.body, 'body');
+        return act(req, 'approve', id, {}, reason, (by) => deps.rebalancer.approve(id, by));
+      },
+    },
+    {
+      method: 'POST', url: '/api/plan/refresh', body: ReasonBody, summary: 'Propose mode: supersede the pending plan with a fresh one',
+      handler: async (req) => {
+        const { reason } = parse(ReasonBody, req.body, 'body');
+        return act(req, 'refresh plan', null, {}, reason, (by) => deps.rebalancer.refresh(by));
+      },
+    },
     {
       method: 'POST', url: '/api/moves', body: MoveRequestBody, summary: 'Request a follower move, owner handoff, owner move, replication-factor increase or replacement',
       handler: async (req, reply) => {

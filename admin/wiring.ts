@@ -6,11 +6,11 @@ import { dryRun } from '../client/dry-run';
 import { startGrow, startReplace } from '../client/grow';
 import { startHandoff, startOwnerMove } from '../client/handoff';
 import { cancelMove, listMoves, recentMoves, showMove, startFollowerMove } from '../client/moves';
-import { drainNotice, loopStatusIfAny, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
+import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
 import { scoreNodes } from '../planner';
 import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
-import { drainStatusQuery, type MoveStatus, type OperatorNote, type RebalancerStatus } from '../workflows/definitions';
+import { drainStatusQuery, type MoveStatus, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
 import type { AdminDeps, HoldView, RebalancerState, ScoresView } from './deps';
 
 export interface AdminSources {
@@ -61,7 +61,16 @@ function stateOf(s: RebalancerStatus): RebalancerState {
     startedByKind: byKind(s.startedByOp),
     pinned: holdViews(s.pinned),
     excluded: holdViews(s.excluded),
+    mode: s.settings.mode ?? 'auto',
+    pendingPlan: withoutBasis(s.approval?.pending ?? null),
+    approved: s.approval?.approved ? { planId: s.approval.approved.planId, stepsLeft: s.approval.approved.steps.length } : null,
   };
+}
+
+function withoutBasis(plan: ProposedPlan | null): Omit<ProposedPlan, 'basis'> | null {
+  if (!plan) return null;
+  const { basis: _basis, ...shown } = plan;
+  return shown;
 }
 
 export function createAdminDeps(src: AdminSources): AdminDeps {
@@ -119,11 +128,19 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     rebalancer: {
       async status() {
         const s = await loopStatus();
-        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [] };
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null };
       },
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
       hold: async (action, id, by) => stateOf(await setHold(client, scope, action, id, { by: by.actor, reason: by.reason })),
+      async approve(planId, by) {
+        const { status: _status, ...result } = await approvePlan(client, scope, { planId, by: by.actor, reason: by.reason });
+        return result;
+      },
+      async refresh(by) {
+        const { status: _status, ...result } = await refreshPlan(client, scope, { by: by.actor, reason: by.reason });
+        return result;
+      },
     },
     async drainDecisions() {
       const since = new Date(Date.now() - DRAIN_LOOKBACK_MS).toISOString();

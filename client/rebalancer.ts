@@ -13,8 +13,10 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
+import { ApplicationFailure } from '@temporalio/common';
 import type { Topology } from '../cluster/contract';
 import {
+  approvePlanUpdate,
   drainStatusQuery,
   drainWorkflowId,
   excludeUpdate,
@@ -23,14 +25,18 @@ import {
   pinUpdate,
   unpinUpdate,
   rebalancerStatusQuery,
+  refreshPlanUpdate,
   rebalancerWorkflowId,
   resumeUpdate,
+  type ApprovalResult,
+  type ApproveRequest,
   type DrainOutcome,
   type DrainRequest,
   type DrainStatus,
   type PauseRequest,
   type RebalancerSettings,
   type RebalancerStatus,
+  type RefreshResult,
 } from '../workflows/definitions';
 import type { drain } from '../workflows/drain';
 import type { rebalancer } from '../workflows/rebalancer';
@@ -70,10 +76,31 @@ function noLoop(scope: string): MoveRefused {
 
 /** Pause or resume; the loop refuses a request without who and why, a pause when paused, a resume when running. */
 export async function setPaused(client: Client, scope: string, paused: boolean, request: PauseRequest): Promise<RebalancerStatus> {
+  const code = paused ? 'pause_refused' : 'resume_refused';
+  return loopUpdate(scope, () => loopHandle(client, scope).executeUpdate(paused ? pauseUpdate : resumeUpdate, { args: [request] }), () => code);
+}
+
+/**
+ * Propose mode: approve the pending plan (its stale steps refused with why, the rest queued to start) or ask for a
+ * fresh one. A refusal's code is the loop's: unknown_plan, plan_used (with the plan's state), auto_mode, paused.
+ */
+export async function approvePlan(client: Client, scope: string, request: ApproveRequest): Promise<ApprovalResult> {
+  return loopUpdate(scope, () => loopHandle(client, scope).executeUpdate(approvePlanUpdate, { args: [request] }), loopCode);
+}
+
+export async function refreshPlan(client: Client, scope: string, request: PauseRequest): Promise<RefreshResult> {
+  return loopUpdate(scope, () => loopHandle(client, scope).executeUpdate(refreshPlanUpdate, { args: [request] }), loopCode);
+}
+
+/** The refusal code the approval updates' validators give as their failure's type (rebalancer-approval.ts). */
+const loopCode = (cause: unknown) => (cause instanceof ApplicationFailure && cause.type ? cause.type : 'refused');
+
+/** An update to the loop; a refusal becomes MoveRefused with the code `codeOf` reads from the failure. */
+async function loopUpdate<T>(scope: string, send: () => Promise<T>, codeOf: (cause: unknown) => string): Promise<T> {
   try {
-    return await loopHandle(client, scope).executeUpdate(paused ? pauseUpdate : resumeUpdate, { args: [request] });
+    return await send();
   } catch (err) {
-    if (err instanceof WorkflowUpdateFailedError) throw new MoveRefused(paused ? 'pause_refused' : 'resume_refused', err.cause?.message ?? err.message);
+    if (err instanceof WorkflowUpdateFailedError) throw new MoveRefused(codeOf(err.cause), err.cause?.message ?? err.message);
     if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
     throw err;
   }
@@ -86,15 +113,14 @@ export async function setPaused(client: Client, scope: string, paused: boolean, 
  */
 export async function setHold(client: Client, scope: string, action: HoldAction, id: string, request: PauseRequest): Promise<RebalancerStatus> {
   const handle = loopHandle(client, scope);
-  try {
-    return action === 'pin' || action === 'unpin'
-      ? await handle.executeUpdate(action === 'pin' ? pinUpdate : unpinUpdate, { args: [{ ...request, partition: id }] })
-      : await handle.executeUpdate(action === 'exclude' ? excludeUpdate : includeUpdate, { args: [{ ...request, node: id }] });
-  } catch (err) {
-    if (err instanceof WorkflowUpdateFailedError) throw new MoveRefused(`${action}_refused`, err.cause?.message ?? err.message);
-    if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
-    throw err;
-  }
+  return loopUpdate(
+    scope,
+    () =>
+      action === 'pin' || action === 'unpin'
+        ? handle.executeUpdate(action === 'pin' ? pinUpdate : unpinUpdate, { args: [{ ...request, partition: id }] })
+        : handle.executeUpdate(action === 'exclude' ? excludeUpdate : includeUpdate, { args: [{ ...request, node: id }] }),
+    () => `${action}_refused`,
+  );
 }
 
 function listed(ids: string[]): string {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_PLANNER_CONFIG, validatePlannerConfig } from '../planner/config';
 import type { PlannerConfig, ScoreWeights } from '../planner/types';
-import type { RebalancerSettings } from '../workflows/definitions';
+import { REBALANCER_MODES, type RebalancerSettings } from '../workflows/definitions';
 
 const hostPort = z
   .string()
@@ -43,6 +43,9 @@ const REBALANCER_ENV = {
   REBALANCER_NODE_COOLDOWN_MS: millis.optional(),
   REBALANCER_PARTITION_COOLDOWN_MS: millis.optional(),
   REBALANCER_SYNC_BYTES_PER_SEC: positive.optional(),
+  REBALANCER_MODE: z
+    .enum(REBALANCER_MODES, { error: `expected one of ${REBALANCER_MODES.join(', ')} (auto starts the planner's moves; propose publishes a plan and waits for \`rebalancer approve\`)` })
+    .default('auto'),
 };
 
 /** The variable that sets each planner setting, so a refusal names what the operator can change. */
@@ -76,7 +79,7 @@ export function rebalancerSettings(env: Env): RebalancerSettings {
     const setting = problem.split(/[ .]/)[0] as keyof PlannerConfig;
     throw new ConfigError(`${PLANNER_SETTING_ENV[setting] ?? 'REBALANCER_*'} is invalid: ${problem}`);
   }
-  return { planner, tickMs: env.REBALANCER_TICK_MS, ticksPerRun: env.REBALANCER_TICKS_PER_RUN };
+  return { planner, tickMs: env.REBALANCER_TICK_MS, ticksPerRun: env.REBALANCER_TICKS_PER_RUN, mode: env.REBALANCER_MODE };
 }
 
 /** Every variable the worker, the CLI and `npm start` read, with its default. Documented in README.md. */

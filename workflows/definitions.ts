@@ -274,6 +274,8 @@ export interface RebalancerSettings {
   tickMs: number;
   /** Continue as new after this many ticks (or sooner, when Temporal suggests it). */
   ticksPerRun: number;
+  /** `propose`: the loop publishes its plan and starts only approved steps. Absent (older runs): `auto`. */
+  mode?: RebalancerMode;
 }
 
 /** Who paused or resumed the loop and why, as the update recorded it (`at`: workflow clock, epoch ms). */
@@ -350,6 +352,8 @@ export interface RebalancerState {
   pinned?: Record<string, OperatorNote>;
   /** Nodes an operator excluded, by id: the loop moves no copy or ownership onto or off them. Absent until the first. */
   excluded?: Record<string, OperatorNote>;
+  /** Propose mode's plans; absent in auto mode and in a state carried from an older run. */
+  approval?: ApprovalState;
 }
 
 export interface RebalancerInput {
@@ -387,6 +391,95 @@ export const unpinUpdate = defineUpdate<RebalancerStatus, [PinRequest]>('unpin')
 export const excludeUpdate = defineUpdate<RebalancerStatus, [ExcludeRequest]>('exclude');
 /** Refused without who and why, and for a node that is not excluded. */
 export const includeUpdate = defineUpdate<RebalancerStatus, [ExcludeRequest]>('include');
+// ---------------------------------------------------------------- approval (REBALANCER_MODE=propose)
+
+/** `auto` starts what the planner proposes; `propose` publishes it as a plan and waits for `rebalancer approve`. */
+export const REBALANCER_MODES = ['auto', 'propose'] as const;
+export type RebalancerMode = (typeof REBALANCER_MODES)[number];
+
+/** What a step's staleness is judged against: its partition's record version and its nodes as the plan saw them. */
+export interface PlanBasis {
+  partitions: Record<string, number>;
+  nodes: Record<string, { live: boolean; draining: boolean }>;
+}
+
+/** A plan the loop published in propose mode: the planner's steps to convergence, waiting for approval. */
+export interface ProposedPlan {
+  id: string;
+  /** Workflow clock, epoch ms. */
+  madeAt: number;
+  /** The topology generation the plan was made on. */
+  generation: number;
+  steps: Proposal[];
+  /** Bytes the follower moves copy in all. */
+  bytes: number;
+  /** Time to carry the steps out under the transfer limits, at the nodes' sync rate. */
+  predictedMs: number;
+  spreadBefore: number;
+  spreadAfter: number;
+  mean: number;
+  basis: PlanBasis;
+}
+
+/** A step refused at approval, with why (its partition changed, a node went down or is draining, ...). */
+export interface StaleStep {
+  step: Proposal;
+  reason: string;
+}
+
+/** A plan no longer pending, as an approval of its id is refused: approved (by whom, when) or superseded. */
+export interface PastPlan {
+  id: string;
+  madeAt: number;
+  generation: number;
+  steps: number;
+  state: 'approved' | 'superseded';
+  /** Approved: who and why, and how many steps were accepted or refused as stale. */
+  approved?: OperatorNote & { accepted: number; stale: StaleStep[] };
+  /** Superseded: who refreshed and why, and the plan that replaced it (null when the refresh found nothing to do). */
+  superseded?: OperatorNote & { plan: string | null };
+}
+
+export interface ApprovalState {
+  pending: ProposedPlan | null;
+  /**
+   * The approved plan's steps not yet started: they start under the transfer limits, over as many ticks as needed.
+   * Kept, with no steps left, until its moves end: the next plan is made on the topology they leave.
+   */
+  approved: (Pick<ProposedPlan, 'spreadBefore' | 'spreadAfter' | 'mean'> & { planId: string; steps: Proposal[] }) | null;
+  /** The latest plans no longer pending, newest first (a bounded list). */
+  past: PastPlan[];
+}
+
+export interface ApproveRequest {
+  planId: string;
+  /** Who approves and why; refused when empty. */
+  by: string;
+  reason: string;
+}
+
+export interface ApprovalResult {
+  planId: string;
+  /** Steps queued to start, in the plan's order. */
+  accepted: Proposal[];
+  stale: StaleStep[];
+  status: RebalancerStatus;
+}
+
+/** Refused (with the plan's state) for an unknown or used plan id, in auto mode, while paused, and without who and why. */
+export const approvePlanUpdate = defineUpdate<ApprovalResult, [ApproveRequest]>('approvePlan');
+export interface RefreshResult {
+  /** The new pending plan, or null when the planner proposes nothing now. */
+  plan: ProposedPlan | null;
+  /** Why the planner proposes nothing, when it does not. */
+  idleReason: string | null;
+  /** The plan the refresh superseded, if one was pending. */
+  superseded: string | null;
+  status: RebalancerStatus;
+}
+
+/** A fresh proposal now, superseding the pending plan and any approved steps not yet started. */
+export const refreshPlanUpdate = defineUpdate<RefreshResult, [PauseRequest]>('refreshPlan');
 
 export interface DrainRequest {
   node: string;

@@ -8,7 +8,7 @@ import type { CooledMove, InFlightMove, PlanInput, PlannerConfig, Proposal } fro
 import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, RebalancerState, TrackedMove } from './definitions';
 
 /** Why an operator's request to the loop is refused for want of who asks and why, or null. */
-function checkWhoAndWhy(action: string, request: PauseRequest | undefined): string | null {
+export function checkWhoAndWhy(action: string, request: PauseRequest | undefined): string | null {
   if (typeof request?.by !== 'string' || request.by.trim() === '') {
     return `${action} needs who asks: "by" is empty; expected a name, for example "alice"`;
   }

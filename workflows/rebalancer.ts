@@ -5,6 +5,7 @@
  * the transfer limits; cooldowns follow every completed reconfiguration, whoever started it. A topology signal
  * (node joined, up or down, draining, a recovery opened or activated) or an ended move wakes it at once;
  * otherwise it ticks on a timer.
+ * In propose mode (rebalancer-propose.ts) a tick publishes the plan instead and starts only approved steps.
  */
 import { allHandlersFinished, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
@@ -25,6 +26,7 @@ import {
   type RebalancerStatus,
 } from './definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
+import { proposeMode } from './rebalancer-propose';
 import { checkHold, checkOperatorNote, closedListFrom, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
@@ -78,6 +80,8 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     },
     { validator: (request) => refuseIf(checkOperatorNote('resume', request, state.paused)) },
   );
+  // Approval (REBALANCER_MODE=propose): its updates, and the plan a tick starts from in that mode.
+  const approval = proposeMode(state, settings, { status, wake: () => (wake = true) });
 
   // Pins and exclusions live in the state, so they outlive workers, Temporal restarts and continue-as-new; the
   // maps are created by the first one set, so the loop's input and plan requests stay as they were without any.
@@ -120,7 +124,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
       waitingFor = `the recovery to activate (${pending})`;
       return;
     }
-    const plan = await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, ...planHolds(state) }, settings.planner);
+    const plan = settings.mode === 'propose' ? await approval.plan(snapshot.inFlight, now) : await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, ...planHolds(state) }, settings.planner);
     const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(snapshot.draining));
     const started: string[] = [];
     const skipped = [...selection.skipped];
@@ -150,6 +154,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
         () => (wake = true),
       );
     }
+    approval.started(started);
     const idleReason = started.length > 0 ? null : (plan.idleReason ?? (skipped.length > 0 ? `no planned step could start: ${skipped[0]!.reason}` : 'the planner proposed nothing'));
     state.lastPlan = { ...base, steps: plan.steps, started, skipped, idleReason, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, planningMs: plan.planningMs };
     waitingFor = 'the next tick';

@@ -54,13 +54,14 @@ function show(kind, text) {
   box.textContent = text;
 }
 
-async function act(path, body) {
+// `done` words a success from the reply, for actions whose reply says more than done (an approval's stale steps).
+async function act(path, body, done) {
   const headers = { 'content-type': 'application/json', 'x-admin-source': 'dashboard', authorization: `Bearer ${$('token').value}` };
   if ($('operator').value) headers['x-operator'] = $('operator').value;
   const res = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body) });
   const reply = await res.json().catch(() => ({}));
   if (!res.ok) show('error', `refused (${reply.error ?? res.status}): ${reply.message ?? res.statusText}`);
-  else show('ok', `${path.replace('/api/', '')}: ${res.status === 202 ? 'started' : 'done'}`);
+  else show('ok', done ? done(reply) : `${path.replace('/api/', '')}: ${res.status === 202 ? 'started' : 'done'}`);
   await refresh();
   return res.ok;
 }
@@ -78,6 +79,13 @@ function onSubmit(id, handler) {
 
 onSubmit('pause-form', ({ reason }) => act('/api/pause', { reason }));
 onSubmit('resume-form', ({ reason }) => act('/api/resume', { reason }));
+// The plan id the approve button approves: the one shown, so a plan replaced meanwhile is refused, not approved blind.
+onSubmit('approve-form', ({ reason }) =>
+  act(`/api/plan/${encodeURIComponent($('plan').dataset.plan)}/approve`, { reason }, (r) =>
+    [`approved ${r.planId}: ${r.accepted.length} step(s) start under the transfer limits`, ...r.stale.map((s) => `stale ${s.step.partition} (${s.step.from} → ${s.step.to}): ${s.reason}`)].join('; '),
+  ),
+);
+onSubmit('refresh-form', ({ reason }) => act('/api/plan/refresh', { reason }, (r) => (r.plan ? `new plan ${r.plan.id}` : `no plan: ${r.idleReason}`)));
 onSubmit('cancel-form', ({ partition, reason }) => act(`/api/moves/${encodeURIComponent(partition)}/cancel`, { reason }));
 onSubmit('drain-form', ({ node, reason, queuesOnly }, submitter) =>
   submitter?.value === 'undrain' ? act('/api/undrain', { node, reason }) : act('/api/drain', { node, reason, queuesOnly: queuesOnly === 'on' }));
@@ -120,6 +128,37 @@ function renderBanner(status) {
     `rebalancer ${r.state} · ${status.nodes.live}/${status.nodes.total} nodes live, ${status.nodes.draining} draining · ` +
     `${status.partitions} partitions · ${status.movesRunning} moves running`;
   $('temporal-ui').href = status.temporalUiUrl;
+}
+
+// Propose mode: the plan waiting for approval, with its approve and refresh buttons; hidden in auto mode.
+function renderPlan(r) {
+  const section = $('plan');
+  section.hidden = r.mode !== 'propose';
+  const plan = r.pendingPlan;
+  section.dataset.plan = plan?.id ?? '';
+  $('approve-form').hidden = !plan;
+  if (!plan) {
+    $('plan-summary').textContent = r.approved ? `(approved plan ${r.approved.planId}: ${r.approved.stepsLeft} step(s) yet to start)` : `(none: ${r.waitingFor ?? 'the loop has not planned yet'})`;
+    $('plan-steps').replaceChildren();
+    return;
+  }
+  $('plan-summary').textContent =
+    `${plan.id} · made on generation ${plan.generation} at ${new Date(plan.madeAt).toLocaleTimeString()} · ` +
+    `${plan.steps.length} step(s), ${bytes(plan.bytes)}, predicted ${(plan.predictedMs / 1000).toFixed(1)} s`;
+  $('plan-steps').replaceChildren(
+    ...plan.steps.map((s, i) =>
+      el(
+        'div',
+        { className: 'step row', dataset: { partition: s.partition, op: s.op } },
+        el('span', { className: 'muted', textContent: String(i + 1) }),
+        el('span', { textContent: s.op }),
+        el('strong', { textContent: s.partition }),
+        el('span', { textContent: `${s.from} → ${s.to}` }),
+        el('span', { textContent: bytes(s.bytes) }),
+        el('span', { className: 'muted', textContent: s.reason }),
+      ),
+    ),
+  );
 }
 
 function scoreBar(n, view) {
@@ -235,6 +274,7 @@ async function refresh() {
     ]);
     renderBanner(status);
     renderHolds(status.rebalancer);
+    renderPlan(status.rebalancer);
     renderNodes(nodes, new Set((status.rebalancer.excluded ?? []).map((h) => h.id)));
     renderMoves(moves);
     $('updated').textContent = `updated ${new Date().toLocaleTimeString()}`;

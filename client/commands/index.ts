@@ -15,6 +15,7 @@
  */
 import type { Command } from 'commander';
 import type { CommandDeps } from '../output';
+import * as approve from './approve';
 import * as audit from './audit';
 import * as cancel from './cancel';
 import * as drain from './drain';
@@ -35,4 +36,4 @@ import * as undrain from './undrain';
 
 export type Register = (program: Command, deps: CommandDeps) => void;
 
-export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, nodes, moves, show, cancel, status, pause, resume, pin, exclude, plan, audit];
+export const COMMANDS: { register: Register }[] = [move, handoff, grow, replace, drain, undrain, nodes, moves, show, cancel, status, pause, resume, pin, exclude, plan, approve, audit];

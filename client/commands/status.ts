@@ -3,6 +3,7 @@ import type { RebalancerStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
 import { rebalancerStatus } from '../rebalancer';
 import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
+import { planLines } from './approve';
 import { loopScope } from './pause';
 
 /** Pins or exclusions: id, who, since when and why; `-` when none. */
@@ -32,6 +33,10 @@ function describe(s: RebalancerStatus): string {
     `ticks:          ${s.ticks} (every ${s.settings.tickMs} ms)`,
   ];
   if (s.lastResumed) lines.splice(1, 0, `last resumed:   by ${s.lastResumed.by} at ${new Date(s.lastResumed.at).toISOString()}: ${s.lastResumed.reason}`);
+  if (s.settings.mode === 'propose') lines.splice(1, 0, `mode:           propose (moves start only when a plan is approved)`);
+  const approval = s.approval;
+  if (approval?.approved) lines.push(`approved plan:  ${approval.approved.planId}, ${approval.approved.steps.length} step(s) not yet started`);
+  if (approval?.pending) lines.push('', ...planLines(approval.pending));
   if (s.inFlight.length > 0) {
     lines.push('', table([['PARTITION', 'OP', 'MOVE', 'BYTES', 'WHY'], ...s.inFlight.map((m) => [m.partition, m.op, moveLabel(m.from, m.to), formatBytes(m.bytes), m.reason])]));
   }

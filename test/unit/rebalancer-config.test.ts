@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { ConfigError, loadEnv, rebalancerSettings } from '../../worker/config';
@@ -6,7 +8,7 @@ const settings = (vars: Record<string, string>) => rebalancerSettings(loadEnv(va
 
 describe('rebalancer settings from the environment', () => {
   it('defaults to the planner defaults and a 10 s tick', () => {
-    expect(settings({})).toEqual({ planner: DEFAULT_PLANNER_CONFIG, tickMs: 10_000, ticksPerRun: 500 });
+    expect(settings({})).toEqual({ planner: DEFAULT_PLANNER_CONFIG, tickMs: 10_000, ticksPerRun: 500, mode: 'auto' });
   });
 
   it('takes every setting, weights by name', () => {
@@ -18,6 +20,7 @@ describe('rebalancer settings from the environment', () => {
       REBALANCER_NODE_COOLDOWN_MS: '0',
     });
     expect(s.tickMs).toBe(250);
+    expect(settings({ REBALANCER_MODE: 'propose' }).mode).toBe('propose');
     expect(s.planner).toMatchObject({ weights: { ...DEFAULT_PLANNER_CONFIG.weights, owned: 2, traffic: 0.5 }, threshold: 0.2, maxTransfersPerNode: 3, nodeCooldownMs: 0 });
   });
 
@@ -30,8 +33,20 @@ describe('rebalancer settings from the environment', () => {
     [{ REBALANCER_WEIGHTS: 'owned=-1' }, /REBALANCER_WEIGHTS="owned=-1" is invalid: expected name=number pairs/],
     [{ REBALANCER_WEIGHTS: 'disk=1' }, /names among owned, followed, history, traffic, sync/],
     [{ REBALANCER_WEIGHTS: 'owned=0,followed=0,history=0,traffic=0,sync=0' }, /REBALANCER_WEIGHTS is invalid: weights are all 0/],
+    [{ REBALANCER_MODE: 'manual' }, /^REBALANCER_MODE="manual" is invalid: expected one of auto, propose \(/],
+    [{ REBALANCER_MODE: 'Propose' }, /^REBALANCER_MODE="Propose" is invalid: expected one of auto, propose/],
   ])('refuses %j naming the variable and what is expected', (vars, message) => {
     expect(() => settings(vars)).toThrow(ConfigError);
     expect(() => settings(vars)).toThrow(message);
+  });
+
+  it('an unknown REBALANCER_MODE stops the worker at start with one line naming the variable, its value and the allowed values', () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'worker/main.ts'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...process.env, REBALANCER_MODE: 'manual' },
+      encoding: 'utf8',
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr.trim()).toMatch(/^configuration error: REBALANCER_MODE="manual" is invalid: expected one of auto, propose \(auto starts/);
   });
 });
