@@ -20,7 +20,7 @@ import { createRebalancerWorker, type RebalancerWorker } from '../../worker/work
 import type { ApprovalResult, ProposedPlan, RebalancerSettings, RebalancerStatus, RefreshResult } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
 import { call, TOKEN } from './admin-fixture';
-import { cli, connectClient, eventually, logger, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
+import { cli, connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 const taskQueue = `approval-${process.pid}`;
 const SETTINGS: RebalancerSettings = {
@@ -170,6 +170,16 @@ describe('rebalancer loop in propose mode', () => {
     for (const s of approval.accepted.filter((x) => x.op === 'owner_handoff')) expect(t.partitions.find((x) => x.id === s.partition)!.owner).toBe(s.to);
     // The stale step's partition was left as it was.
     expect(holders(t.partitions.find((p) => p.id === staled.partition)!).sort()).toEqual(holders(before).sort());
+    // A run that held the plan, took the approval and started its steps, then continued as new, replays under the
+    // current code, and is kept (SAVE_HISTORIES=1) so every later change of the loop replays propose mode too.
+    const approvedRun = await eventually('a run with the approval that continued as new', async () => {
+      for await (const run of client.workflow.list({ query: `WorkflowId = "${w.rebalancerWorkflowId}" AND ExecutionStatus = "ContinuedAsNew"` })) {
+        const history = JSON.stringify(await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory());
+        if (history.includes('approvePlan')) return run.runId;
+      }
+      return undefined;
+    });
+    await replayAndKeep(client, w.rebalancerWorkflowId!, 'rebalancer-propose-approved', approvedRun);
     // The moves say who approved them, in the Temporal UI.
     const started = await client.workflow.getHandle(`reconfigure-${approval.accepted[0]!.partition}`).describe();
     expect(await started.staticDetails()).toMatch(new RegExp(`; approved in plan ${plan.id} by alice: reviewed in the change meeting$`));
