@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { outcomeOf } from '../client/moves';
 import type { ClusterClient } from '../cluster/client';
 import { planToConvergence } from '../planner';
+import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import type { EndedMove, PlanBasis, ProposedPlan, RebalancerSettings, StaleStep, TrackedMove } from '../workflows/definitions';
 import { basisOf, staleSteps, type Holds } from '../workflows/rebalancer-approval';
@@ -144,7 +145,8 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
      */
     async planMoves(request: PlanRequest, config: PlannerConfig): Promise<DrainPlan> {
       const topology = await deps.cluster.topology();
-      const plan = deps.plan(planInputFor(topology, request), config);
+      // A loop or drain started before a setting existed carries settings without it: the default fills it in.
+      const plan = deps.plan(planInputFor(topology, request), { ...DEFAULT_PLANNER_CONFIG, ...config });
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
       if (!request.drain) return plan;
       return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };

@@ -30,6 +30,12 @@ export const Node = z.object({
   /** Changes when the disk is lost: the accepted history binds a replica to one storage instance. */
   storageInstance: z.string(),
   live: z.boolean(),
+  /**
+   * Broker clock (the topology's `now`) when the node was last seen going down; null while it is live. The
+   * broker is the authority on liveness, so how long a node has been down is read here, never timed by a client
+   * from when it noticed. Absent from a broker that predates it: read as null.
+   */
+  downSince: count.nullable().default(null),
   /** Relative capacity, 1 = a standard node; load score dimensions are divided by it. */
   capacity: z.number().positive().max(1000),
   zone: z.string(),

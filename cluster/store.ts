@@ -78,7 +78,8 @@ export class ClusterStore {
     const config = knownConfig(stored.config);
     return {
       meta: { ...stored, config },
-      nodes: rows('nodes') as NodeState[],
+      // A node saved down by a version without downSince has been down at least since that save.
+      nodes: (rows('nodes') as NodeState[]).map((n) => ({ ...n, downSince: n.downSince ?? (n.live ? null : stored.now) })),
       partitions: (rows('partitions') as PartitionState[]).map((p) => withDefaults(p, config)),
       breaches: rows('breaches') as Breach[],
     };

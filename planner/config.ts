@@ -14,6 +14,7 @@ export const DEFAULT_PLANNER_CONFIG: PlannerConfig = {
   nodeCooldownMs: 60_000,
   partitionCooldownMs: 300_000,
   syncBytesPerSec: 4 * 1024 * 1024,
+  replaceAfterMs: 600_000,
 };
 
 const WEIGHTS: (keyof ScoreWeights)[] = ['owned', 'followed', 'history', 'traffic', 'sync'];
@@ -39,7 +40,7 @@ export function validatePlannerConfig(c: PlannerConfig): string | null {
     const v = c[k];
     if (!Number.isInteger(v) || v < 1) return `${k} is ${String(v)}: expected an integer >= 1`;
   }
-  for (const k of ['nodeCooldownMs', 'partitionCooldownMs'] as const) {
+  for (const k of ['nodeCooldownMs', 'partitionCooldownMs', 'replaceAfterMs'] as const) {
     const v = c[k];
     if (!finite(v) || v < 0) return `${k} is ${String(v)}: expected milliseconds >= 0`;
   }

@@ -21,7 +21,8 @@ function start(input: PlanInput, config: PlannerConfig): { st: ClusterState; ctx
     now: input.now,
     cooldowns: input.cooldowns,
     inFlight: input.inFlight.length,
-    followerMovesInFlight: input.inFlight.some((m) => m.op === 'follower_move'),
+    followerMovesInFlight: input.inFlight.some((m) => m.op !== 'owner_handoff'),
+    repair: input.repair ?? true,
     moved: new Map(),
     formerOwners: new Map(),
   };
@@ -37,7 +38,7 @@ export function predictMs(steps: readonly Proposal[], config: PlannerConfig): nu
   const inbound = new Map<string, number>();
   let total = 0;
   for (const s of steps) {
-    if (s.op !== 'follower_move') continue;
+    if (s.op === 'owner_handoff') continue;
     inbound.set(s.to, (inbound.get(s.to) ?? 0) + s.bytes);
     total += s.bytes;
   }

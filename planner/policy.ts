@@ -1,10 +1,11 @@
 /**
  * The note's policy, one tick at a time: what may start now on a ClusterState, within the transfer limits.
- * Order: nothing while any recovery is pending; a draining node's copies leave first (owners by handoff, then
+ * Order: nothing while any recovery is pending; lost copies are replaced first (repair.ts); a draining node's copies leave next (owners by handoff, then
  * follower moves); then follower moves from nodes above mean + threshold to nodes below mean - threshold; owner
  * handoffs only once no follower move is in flight or proposed. Each proposal is applied to the state at once, so
  * the next one sees its effect (load arrived, bytes to copy, a transfer slot taken).
  */
+import { repair } from './repair';
 import type { ClusterState, NodeState } from './state';
 import type { PlanInput, PlannerConfig, Proposal } from './types';
 
@@ -22,7 +23,10 @@ export interface TickContext {
   cooldowns: PlanInput['cooldowns'];
   /** Moves in flight (count against the cluster limit). */
   inFlight: number;
+  /** Copies in transfer (follower moves, repairs): owner handoffs wait for them. */
   followerMovesInFlight: boolean;
+  /** Plan repairs of lost copies (PlanInput.repair). */
+  repair: boolean;
   /** Nodes that gave or received a copy of each partition earlier in the plan: that replica never moves again or back. */
   moved: Map<number, Set<number>>;
   /** Nodes that owned each partition earlier in the plan: ownership never goes back. */
@@ -556,9 +560,10 @@ export function proposeTick(st: ClusterState, ctx: TickContext): Tick {
   if (tp.free <= 0)
     return { proposals: [], idleReason: `cluster transfer limit reached: ${ctx.inFlight} of ${ctx.config.maxTransfersPerCluster} moves in flight` };
   if (!st.nodes.some((n) => st.stays(n))) return { proposals: [], idleReason: 'no live node that is not draining' };
+  if (ctx.repair) repair(tp);
   tp.drain();
   tp.balanceFollowers();
-  if (!ctx.followerMovesInFlight && !tp.out.some((p) => p.op === 'follower_move')) tp.balanceOwners();
+  if (!ctx.followerMovesInFlight && !tp.out.some((p) => p.op !== 'owner_handoff')) tp.balanceOwners();
   if (tp.out.length > 0) return { proposals: tp.out, idleReason: null };
   if (tp.blocked !== null) return { proposals: [], idleReason: tp.blocked };
   if (ctx.followerMovesInFlight) return { proposals: [], idleReason: 'follower moves in flight: owner handoffs wait until they end' };

@@ -4,7 +4,8 @@
  * rescan of every partition. One class over 400 lines: the flat partition layout and the moves that update it
  * belong together, and split apart every access would go through a second object.
  */
-import type { Partition, Topology } from '../cluster/contract';
+import type { Node, Partition, Topology } from '../cluster/contract';
+import { lostReason } from './repair';
 import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig } from './types';
 
 export interface NodeState {
@@ -31,6 +32,15 @@ export interface NodeState {
   inbound: number;
   /** Partitions it holds a copy of, any role, in no particular order (an array: 100,000 Set entries cost more than a tick). */
   parts: number[];
+}
+
+/** A follower copy lost for good (see repair.ts), with its partition's counted live copies and replication factor. */
+export interface LostCopy {
+  p: number;
+  node: number;
+  why: string;
+  live: number;
+  rf: number;
 }
 
 export interface Weights {
@@ -104,7 +114,13 @@ export class ClusterState {
   readonly recoveries: { id: string; reason: string }[] = [];
   /** Partition index -> its operator's pin in words ("pinned by alice: ..."): never moved nor handed off. */
   readonly pins = new Map<number, string>();
+  /** Follower copies lost for good, in topology order: what repair replaces. */
+  readonly lost: LostCopy[] = [];
   private readonly ids: readonly { id: string }[];
+  private readonly nodeRecords: readonly Node[];
+  /** Broker clock of the topology (what Node.downSince is on) and the replace timeout; repair is off at 0. */
+  private readonly brokerNow: number;
+  private readonly replaceAfterMs: number;
 
   constructor(input: PlanInput, config: PlannerConfig, draining: ReadonlySet<string>) {
     const t: Topology = input.topology;
@@ -130,6 +146,10 @@ export class ClusterState {
         parts: [],
       });
     }
+    this.nodeRecords = t.nodes;
+    this.brokerNow = t.now;
+    // Only when a node is down can a copy be lost: otherwise reading a partition costs nothing more.
+    this.replaceAfterMs = t.nodes.some((n) => !n.live) ? config.replaceAfterMs : 0;
     const k = config.historyHalfBytes;
     const named = new Set<string>([...Object.keys(input.cooldowns.partitions), ...Object.keys(input.cooldowns.moves ?? {})]);
     for (const m of input.inFlight) named.add(m.partition);
@@ -227,10 +247,36 @@ export class ClusterState {
     else if (p.learners.length > 0) busy = `learner ${p.learners.join(', ')} catching up`;
     else if (p.leaving !== null) busy = `leaving replica ${p.leaving} not yet removed`;
     else if (p.admission === 'closed') busy = 'admission closed for a handoff';
-    else if (suspended !== null) busy = `${suspended.join(', ')} rejoining (suspended)`;
+    else if (suspended !== null) {
+      // A suspended copy on a down node cannot rejoin until its node returns: it holds nothing up meanwhile.
+      const rejoining = suspended.filter((id) => {
+        const n = this.nodeIndex.get(id);
+        return n !== undefined && this.nodes[n]!.live;
+      });
+      if (rejoining.length > 0) busy = `${rejoining.join(', ')} rejoining (suspended)`;
+    }
     this.busy[index] = busy;
+    if (this.replaceAfterMs > 0 && p.kind === 'queue') this.findLost(p, index);
     const o = this.owner[index]!;
     for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) this.addLoad(index, this.copyNode[i]!, this.copyNode[i] === o, 1);
+  }
+
+  private findLost(p: Partition, index: number): void {
+    let live = -1;
+    for (const id of p.followers) {
+      const n = this.nodeIndex.get(id);
+      if (n === undefined || this.nodes[n]!.live) continue;
+      const why = lostReason(this.nodeRecords[n]!, p.history.find((h) => h.node === id), this.brokerNow, this.replaceAfterMs);
+      if (why === null) continue;
+      if (live < 0) live = this.liveCopies(index);
+      this.lost.push({ p: index, node: n, why, live, rf: p.replicationFactor });
+    }
+  }
+
+  /** p's copies that count now: its owner and counted followers on live nodes. */
+  liveCopies(p: number): number {
+    const o = this.owner[p]!;
+    return (o >= 0 && this.nodes[o]!.live ? 1 : 0) + this.followers(p).filter((n) => this.nodes[n]!.live).length;
   }
 
   /** Adds node `id`'s copy of p unless it is there already; its node index, or -1 for a node the topology does not list. */
@@ -376,6 +422,15 @@ export class ClusterState {
     this.addLoad(p, from, false, -1);
     this.addLoad(p, to, false, 1);
     this.copyNode[this.slot(p, from)] = to;
+  }
+
+  /** A lost copy replaced: its slot and load go to `to`, which counts once the replacement is done. */
+  replaceCopy(p: number, from: number, to: number): void {
+    this.addLoad(p, from, false, -1);
+    this.addLoad(p, to, false, 1);
+    const i = this.slot(p, from);
+    this.copyNode[i] = to;
+    this.copyRole[i] = FOLLOWER;
   }
 
   handoff(p: number, from: number, to: number): void {

@@ -33,6 +33,11 @@ export interface PlannerConfig {
   partitionCooldownMs: number;
   /** Bytes per second one node receives (shared by its transfers): the predicted time of a plan. */
   syncBytesPerSec: number;
+  /**
+   * A follower copy whose node has been down this long (broker clock, `Node.downSince`) is lost for good and
+   * replaced; one whose node is down with its disk lost is replaced at once. 0 turns repair off.
+   */
+  replaceAfterMs: number;
 }
 
 /** A reconfiguration in flight, counted by its influence: bytes still to copy, load arriving at `to` and leaving `from`. */
@@ -79,6 +84,11 @@ export interface PlanInput {
   pinned?: Record<string, OperatorHold>;
   /** Nodes an operator excluded, by id: neither a source nor a receiver nor a handoff target. */
   excluded?: Record<string, OperatorHold>;
+  /**
+   * Plan repairs of lost copies (default true). A drain plans none: the loop starts them, and a repair the drain
+   * would discard would still take one of its plan's transfer slots.
+   */
+  repair?: boolean;
 }
 
 /** Who pinned a partition or excluded a node, and why: the planner names them when they are what blocks. */
@@ -87,7 +97,8 @@ export interface OperatorHold {
   reason: string;
 }
 
-export type ProposalOp = 'follower_move' | 'owner_handoff';
+/** `follower_replace`: a lost follower copy (`from`, on a down node) replaced by a new one on `to`. */
+export type ProposalOp = 'follower_move' | 'owner_handoff' | 'follower_replace';
 
 /** The fields of the contract's partition record the load score reads besides the replicas. */
 export type PartitionLoad = Pick<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'>;

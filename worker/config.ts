@@ -20,7 +20,7 @@ const url = z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for e
 
 const positive = z.coerce.number().positive('expected a number above 0');
 const atLeastOne = z.coerce.number().int('expected a whole number').min(1, 'expected a whole number of at least 1');
-const millis = z.coerce.number().int('expected whole milliseconds').min(0, 'expected milliseconds of at least 0');
+const millis = z.coerce.number({ error: 'expected whole milliseconds, for example 600000' }).int('expected whole milliseconds').min(0, 'expected milliseconds of at least 0');
 const weightNames = ['owned', 'followed', 'history', 'traffic', 'sync'] as const;
 const weights = z
   .string()
@@ -46,6 +46,7 @@ const REBALANCER_ENV = {
   REBALANCER_MODE: z
     .enum(REBALANCER_MODES, { error: `expected one of ${REBALANCER_MODES.join(', ')} (auto starts the planner's moves; propose publishes a plan and waits for \`rebalancer approve\`)` })
     .default('auto'),
+  REBALANCER_REPLACE_AFTER_MS: millis.optional(),
 };
 
 /** The variable that sets each planner setting, so a refusal names what the operator can change. */
@@ -59,6 +60,7 @@ const PLANNER_SETTING_ENV: Record<Exclude<keyof PlannerConfig, 'weights'>, keyof
   nodeCooldownMs: 'REBALANCER_NODE_COOLDOWN_MS',
   partitionCooldownMs: 'REBALANCER_PARTITION_COOLDOWN_MS',
   syncBytesPerSec: 'REBALANCER_SYNC_BYTES_PER_SEC',
+  replaceAfterMs: 'REBALANCER_REPLACE_AFTER_MS',
 };
 
 /**

@@ -63,7 +63,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
   // down before its follower copy there moves too: cooling it only held the drain for the partition cooldown.
   const cooling = patched('drain-handoff-does-not-cool') ? { ...settings.planner, partitionCooldownMs: 0 } : settings.planner;
   state.since ??= Date.now();
-  const startedByOp = (state.startedByOp ??= { follower_move: 0, owner_handoff: 0 });
+  const startedByOp = (state.startedByOp ??= { follower_move: 0, owner_handoff: 0, follower_replace: 0 });
 
   /** Snapshot, forget the moves that ended, and count what is left on the node. */
   async function look(): Promise<Snapshot> {

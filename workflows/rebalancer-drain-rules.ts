@@ -250,7 +250,10 @@ export function heldByDrains(topology: Topology, draining: readonly string[]): s
  * nor a target of the planner's balancing moves.
  */
 export function planInputFor(topology: Topology, input: Omit<PlanInput, 'topology'>): PlanInput {
-  const held = heldByDrains(topology, input.draining ?? []);
+  const draining = input.draining ?? [];
+  const held = heldByDrains(topology, draining);
+  // A drain leaves repairs to the loop (PlanInput.repair).
+  if (draining.length > 0) input = { ...input, repair: false };
   if (held.length === 0) return { ...input, topology };
   const partitions = { ...input.cooldowns.partitions };
   for (const id of held) partitions[id] = Number.POSITIVE_INFINITY;

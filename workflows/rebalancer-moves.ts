@@ -6,7 +6,15 @@ import { WorkflowExecutionAlreadyStartedError, type Workflow } from '@temporalio
 import { ChildWorkflowCancellationType, ParentClosePolicy, proxyLocalActivities, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
 import type { RebalancerActivities } from '../activities/rebalancer';
 import type { Proposal } from '../planner/types';
-import { reconfigurationWorkflowId, type HandoffRequest, type FollowerMoveRequest, type MoveOrigin, type ReconfigurationKind, type TrackedMove } from './definitions';
+import {
+  reconfigurationWorkflowId,
+  type FollowerMoveRequest,
+  type HandoffRequest,
+  type MoveOrigin,
+  type ReconfigurationKind,
+  type ReplaceRequest,
+  type TrackedMove,
+} from './definitions';
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from './search-attributes';
 
 // Reads and planning are local activities: reading again or planning again after a crash is harmless, and
@@ -17,10 +25,20 @@ export const { rebalancerSnapshot, planMoves, configuredSettings, checkNodeDrain
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '15s' },
 });
 
-/** The workflow type and kind each planned operation runs as. */
-const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind }> = {
-  follower_move: { type: 'followerMoveV2', kind: 'follower-move' },
-  owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff' },
+type StepRequest = FollowerMoveRequest | HandoffRequest | ReplaceRequest;
+
+const moveRequest = (step: Proposal, origin: MoveOrigin): StepRequest => ({ partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason });
+
+/** The workflow type and kind each planned operation runs as, and its request. */
+const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind; request: (step: Proposal, origin: MoveOrigin) => StepRequest }> = {
+  follower_move: { type: 'followerMoveV2', kind: 'follower-move', request: moveRequest },
+  owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff', request: moveRequest },
+  // A repair is `rebalancer replace` started by the loop: the lost copy goes only once the new one covers the boundary.
+  follower_replace: {
+    type: 'followerReplacement',
+    kind: 'replace',
+    request: (step, origin) => ({ partition: step.partition, lost: step.from, with: step.to, origin, reason: step.reason }),
+  },
 };
 
 export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow> } | { skipped: string };
@@ -31,8 +49,8 @@ export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow>
  * the step is skipped and planned again from the next snapshot.
  */
 export async function startMove(step: Proposal, origin: MoveOrigin, now: number): Promise<Started> {
-  const { type, kind } = RUNS_AS[step.op];
-  const request: FollowerMoveRequest | HandoffRequest = { partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason };
+  const { type, kind, request: requestFor } = RUNS_AS[step.op];
+  const request = requestFor(step, origin);
   const workflowId = reconfigurationWorkflowId(step.partition);
   try {
     const handle = await startChild(type, {

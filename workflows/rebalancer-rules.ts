@@ -193,7 +193,7 @@ export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transf
   for (const m of tracked) {
     const p = partitions.get(m.partition);
     const learning = p?.learners.includes(m.to) ?? false;
-    out.set(m.partition, { partition: m.partition, op: m.op, from: m.from, to: m.to, bytesRemaining: learning ? bytesTo(m.partition, m.to) : m.op === 'follower_move' && !p?.followers.includes(m.to) ? m.bytes : 0 });
+    out.set(m.partition, { partition: m.partition, op: m.op, from: m.from, to: m.to, bytesRemaining: learning ? bytesTo(m.partition, m.to) : m.op !== 'owner_handoff' && !p?.followers.includes(m.to) ? m.bytes : 0 });
   }
   for (const p of topology.partitions) {
     if (out.has(p.id)) continue;
@@ -233,7 +233,8 @@ export function selectStarts(
 ): Selection {
   const inbound = new Map<string, number>();
   const busy = new Set<string>();
-  const count = (m: { op: Proposal['op']; to: string }) => m.op === 'follower_move' && inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
+  // A repair copies to its target as a follower move does; a handoff copies nothing.
+  const count = (m: { op: Proposal['op']; to: string }) => m.op !== 'owner_handoff' && inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
   for (const m of inFlight) {
     busy.add(m.partition);
     count(m);
@@ -248,7 +249,7 @@ export function selectStarts(
     if (busy.has(step.partition)) reason = `a reconfiguration of ${step.partition} is already in flight`;
     else if (touched.length > 0) reason = `${touched.join(' and ')} is draining: the rebalancer leaves it alone`;
     else if (cluster >= config.maxTransfersPerCluster) reason = `the cluster limit of ${config.maxTransfersPerCluster} moves in flight is reached`;
-    else if (step.op === 'follower_move' && (inbound.get(step.to) ?? 0) >= config.maxTransfersPerNode) {
+    else if (step.op !== 'owner_handoff' && (inbound.get(step.to) ?? 0) >= config.maxTransfersPerNode) {
       reason = `${step.to} already receives ${config.maxTransfersPerNode} copies (the per-node transfer limit)`;
     }
     if (reason) {

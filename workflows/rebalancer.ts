@@ -39,14 +39,14 @@ export function initialRebalancerState(): RebalancerState {
     lastPlan: null,
     lastSignalSeq: 0,
     moves: { started: 0, completed: 0, cancelled: 0, aborted: 0 },
-    startedByOp: { follower_move: 0, owner_handoff: 0 },
+    startedByOp: { follower_move: 0, owner_handoff: 0, follower_replace: 0 },
   };
 }
 
 export async function rebalancer(input: RebalancerInput): Promise<never> {
   const { settings } = input;
   const state: RebalancerState = input.state ?? initialRebalancerState();
-  const startedByOp = (state.startedByOp ??= { follower_move: 0, owner_handoff: 0 });
+  const startedByOp = (state.startedByOp ??= { follower_move: 0, owner_handoff: 0, follower_replace: 0 });
   let wake = false;
   let waitingFor = 'the first tick';
 
@@ -147,7 +147,8 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
       }
       state.inFlight.push(result.move);
       state.moves.started++;
-      startedByOp[step.op]++;
+      // A state carried from a run before repairs has no count for them yet.
+      startedByOp[step.op] = (startedByOp[step.op] ?? 0) + 1;
       started.push(step.partition);
       void result.handle.result().then(
         () => (wake = true),

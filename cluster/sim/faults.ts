@@ -88,6 +88,7 @@ function wakeOn(sim: ClusterSim, node: string): PartitionState[] {
 function crash(sim: ClusterSim, n: NodeState): void {
   const ps = wakeOn(sim, n.id);
   n.live = false;
+  n.downSince = sim.now;
   sim.dirtyNodes.add(n);
   sim.generation++;
   sim.emit({ type: 'node_down', node: n.id });
@@ -107,6 +108,7 @@ function crash(sim: ClusterSim, n: NodeState): void {
 function restart(sim: ClusterSim, n: NodeState): void {
   const ps = wakeOn(sim, n.id);
   n.live = true;
+  n.downSince = null;
   n.processId = `${n.id}-p${sim.prng.hex()}`;
   sim.dirtyNodes.add(n);
   sim.generation++;

@@ -211,6 +211,7 @@ export class ClusterSim {
       processId: `${id}-p${this.prng.hex()}`,
       storageInstance: `${id}-s${this.prng.hex()}`,
       live: true,
+      downSince: null,
       capacity,
       zone,
       draining: false,

@@ -69,6 +69,8 @@ export interface NodeState {
   processId: string;
   storageInstance: string;
   live: boolean;
+  /** Broker clock when the node went down, null while live (the contract's Node.downSince). */
+  downSince: number | null;
   capacity: number;
   zone: string;
   draining: boolean;

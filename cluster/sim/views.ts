@@ -21,7 +21,7 @@ import type { NodeState, PartitionState, ReplicaState } from './types';
 
 export function nodeView(n: NodeState, rates: Rates): Node {
   const { id, processId, storageInstance, live, capacity, zone, draining } = n;
-  return { id, processId, storageInstance, live, capacity, zone, ...rates, draining };
+  return { id, processId, storageInstance, live, downSince: live ? null : (n.downSince ?? null), capacity, zone, ...rates, draining };
 }
 
 interface Rates {

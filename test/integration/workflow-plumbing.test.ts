@@ -25,7 +25,7 @@ const stream: PartitionView = {
   progress: { partition: 's-0', generation: 3, epoch: 1, now: 0, tail: 10, confirmedTail: 10, logStart: 0, messageBytes: 100, boundary: null, replicas: [] },
 };
 const nodes: Node[] = ['n1', 'n2', 'n3', 'n4'].map((id) => ({
-  id, processId: `${id}-1`, storageInstance: `${id}-s`, live: true, capacity: 1, zone: 'z', publishRate: 0, deliveryRate: 0, draining: false,
+  id, processId: `${id}-1`, storageInstance: `${id}-s`, live: true, downSince: null, capacity: 1, zone: 'z', publishRate: 0, deliveryRate: 0, draining: false,
 }));
 
 describe('workflow plumbing on a real Temporal dev server', () => {

@@ -3,7 +3,7 @@ import type { Node, Partition } from '../../cluster/contract';
 import { checkFollowerMove, classifyRemovalRefusal, TargetWatch } from '../../workflows/follower-move-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
-  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
+  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
 });
 const nodes = [node('n1'), node('n2'), node('n3'), node('n4'), node('n5', { live: false }), node('n6', { draining: true })];
 const partition = (over: Partial<Partition> = {}): Partition => ({

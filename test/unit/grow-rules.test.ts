@@ -3,7 +3,7 @@ import type { Node, Partition } from '../../cluster/contract';
 import { checkGrow, checkReplace } from '../../workflows/grow-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
-  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
+  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
 });
 /** n1-n4 live, n5 down, n6 draining, all in one zone. */
 const nodes = [node('n1'), node('n2'), node('n3'), node('n4'), node('n5', { live: false }), node('n6', { draining: true })];

@@ -4,7 +4,7 @@ import { countedBelow } from '../../activities';
 import { checkHandoff, checkOwnerMove, handoffCandidates } from '../../workflows/handoff-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
-  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
+  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
 });
 const nodes = [node('n1'), node('n2'), node('n3'), node('n4', { zone: 'z2' }), node('n5', { live: false }), node('n6', { draining: true }), node('n7', { zone: 'z2' })];
 const entry = (n: string, suspended = false) => ({ node: n, processId: `${n}-p1`, storageInstance: `${n}-s1`, suspended });

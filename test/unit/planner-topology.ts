@@ -10,6 +10,7 @@ export function node(id: string, extra: Partial<Node> = {}): Node {
     processId: `${id}-p1`,
     storageInstance: `${id}-s1`,
     live: true,
+    downSince: null,
     capacity: 1,
     zone: 'z1',
     publishRate: 0,

@@ -145,8 +145,10 @@ function tickViolation({ input, config }: Case, plan: Plan): string | null {
     if (!from.draining && (input.cooldowns.nodes[s.from] ?? 0) > input.now) return `${s.from} is cooling down`;
     const to = nodes.get(s.to)!;
     if (!to.live || to.draining) return `${s.to} is dead or draining`;
-    if (p.history.some((h) => h.suspended) || t.partitions.some((q) => q.history.some((h) => h.node === s.to && h.suspended)))
-      return `${s.to} is rejoining or ${s.partition} has a suspended copy`;
+    // A suspended copy on a down node cannot rejoin until its node returns, so it holds nothing up.
+    const rejoining = (h: { node: string; suspended: boolean }) => h.suspended && nodes.get(h.node)!.live;
+    if (p.history.some(rejoining) || t.partitions.some((q) => q.history.some((h) => h.node === s.to && h.suspended)))
+      return `${s.to} is rejoining or ${s.partition} has a suspended copy rejoining`;
     if (p.learners.length > 0 || p.leaving !== null || p.admission === 'closed' || p.kind === 'stream') return `${s.partition} has a change in flight`;
     if (input.inFlight.some((m) => m.partition === s.partition)) return `${s.partition} has a move in flight`;
     if (s.op === 'owner_handoff') {

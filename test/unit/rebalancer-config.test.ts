@@ -18,10 +18,11 @@ describe('rebalancer settings from the environment', () => {
       REBALANCER_THRESHOLD: '0.2',
       REBALANCER_MAX_TRANSFERS_PER_NODE: '3',
       REBALANCER_NODE_COOLDOWN_MS: '0',
+      REBALANCER_REPLACE_AFTER_MS: '0',
     });
     expect(s.tickMs).toBe(250);
     expect(settings({ REBALANCER_MODE: 'propose' }).mode).toBe('propose');
-    expect(s.planner).toMatchObject({ weights: { ...DEFAULT_PLANNER_CONFIG.weights, owned: 2, traffic: 0.5 }, threshold: 0.2, maxTransfersPerNode: 3, nodeCooldownMs: 0 });
+    expect(s.planner).toMatchObject({ weights: { ...DEFAULT_PLANNER_CONFIG.weights, owned: 2, traffic: 0.5 }, threshold: 0.2, maxTransfersPerNode: 3, nodeCooldownMs: 0, replaceAfterMs: 0 });
   });
 
   it.each([
@@ -30,6 +31,8 @@ describe('rebalancer settings from the environment', () => {
     [{ REBALANCER_MAX_TRANSFERS_PER_CLUSTER: '0' }, /REBALANCER_MAX_TRANSFERS_PER_CLUSTER="0" is invalid: expected a whole number of at least 1/],
     [{ REBALANCER_TICK_MS: 'soon' }, /REBALANCER_TICK_MS="soon" is invalid/],
     [{ REBALANCER_PARTITION_COOLDOWN_MS: '-5' }, /REBALANCER_PARTITION_COOLDOWN_MS="-5" is invalid: expected milliseconds of at least 0/],
+    [{ REBALANCER_REPLACE_AFTER_MS: '-1' }, /REBALANCER_REPLACE_AFTER_MS="-1" is invalid: expected milliseconds of at least 0/],
+    [{ REBALANCER_REPLACE_AFTER_MS: '10m' }, /REBALANCER_REPLACE_AFTER_MS="10m" is invalid: expected whole milliseconds/],
     [{ REBALANCER_WEIGHTS: 'owned=-1' }, /REBALANCER_WEIGHTS="owned=-1" is invalid: expected name=number pairs/],
     [{ REBALANCER_WEIGHTS: 'disk=1' }, /names among owned, followed, history, traffic, sync/],
     [{ REBALANCER_WEIGHTS: 'owned=0,followed=0,history=0,traffic=0,sync=0' }, /REBALANCER_WEIGHTS is invalid: weights are all 0/],

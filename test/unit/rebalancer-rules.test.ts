@@ -7,7 +7,7 @@ import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByD
 import { checkOperatorNote, closedListFrom, inFlightMoves, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
-  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
+  id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
 });
 const partition = (id: string, owner: string, followers: string[], over: Partial<Partition> = {}): Partition => ({
   id, kind: 'queue', owner, followers, learners: [], leaving: null, epoch: 1, generation: 1,
