@@ -267,6 +267,28 @@ conformance('add-learner: a down node is refused node_down', [F], async (h) => {
   await h.refuse(p.id, 'add-learner', { node: spare }, 'node_down');
 });
 
+conformance('downSince: a node reports the broker time it went down, null while live and again once restarted', [F], async (h) => {
+  const node = await h.spareNode();
+  // Read as sent, not through the client's schema, which fills an absent field in with null.
+  const sent = async (): Promise<unknown> => {
+    const reply = await h.raw('GET', '/v1/nodes');
+    const found = (reply.json as { nodes?: { id: string; downSince?: unknown }[] } | undefined)?.nodes?.find((n) => n.id === node);
+    check(found !== undefined && 'downSince' in found, `GET /v1/nodes lists ${node} with a downSince field: ${reply.text.slice(0, 300)}`);
+    return found!.downSince;
+  };
+  checkEqual(await sent(), null, `${node} live: downSince`);
+  const before = await h.now();
+  await h.fault({ fault: 'crash-node', node });
+  const after = await h.now();
+  const since = await sent();
+  check(typeof since === 'number' && since >= before && since <= after, `${node} down: downSince ${show(since)} is the broker time of the crash, within [${before}, ${after}]`);
+  // How long a node has been down is read from here, so the mark must not move while it stays down.
+  await h.elapse(50);
+  checkEqual(await sent(), since, `${node} still down: downSince`);
+  await h.fault({ fault: 'restart-node', node });
+  checkEqual(await sent(), null, `${node} restarted: downSince`);
+});
+
 conformance('add-learner: a draining node is refused node_draining', [], async (h) => {
   const p = await h.quietQueue();
   const draining = await h.spareNode();
