@@ -4,6 +4,7 @@
  * a test may replace one.
  */
 import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
+import type { UnderReplicated } from '../planner/repair';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
 import type { HoldAction } from '../workflows/rebalancer-rules';
@@ -66,6 +67,8 @@ export interface AdminDeps {
   invariants(): Promise<InvariantsReport>;
   scores(topology: Topology, moves: MoveStatus[]): ScoresView;
   plan(topology: Topology, moves: MoveStatus[]): Promise<Plan>;
+  /** Partitions below their replication factor, the fewest live copies first, with the replacement running on each. */
+  underReplicated(topology: Topology, moves: MoveStatus[]): UnderReplicated[];
   moves(): Promise<MoveStatus[]>;
   recentMoves(limit: number): Promise<EndedMove[]>;
   show(partition: string): Promise<MoveDetail>;

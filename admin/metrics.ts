@@ -25,6 +25,8 @@ export function createMetrics() {
   const relayLag = gauge('rebalancer_relay_lag_events', "Events of the broker's feed the progress relay has not delivered yet");
   const recovery = gauge('rebalancer_recovery_pending_partitions', 'Partitions with a pending recovery');
   const paused = gauge('rebalancer_paused', '1 while rebalancing is paused');
+  const under = gauge('rebalancer_under_replicated_partitions', 'Partitions with fewer counted live copies than their replication factor');
+  const repairs = gauge('rebalancer_repairs_in_flight', 'Lost-follower replacements running (the loop\'s repairs and operators\')');
 
   /** Aborted outcomes already counted, so the counter rises once per move. */
   const seenAborted = new Set<string>();
@@ -76,6 +78,8 @@ export function createMetrics() {
       else relayLag.set(lag);
       recovery.set(topology.partitions.filter((p) => p.pendingRecovery).length);
       paused.set(state.state === 'paused' ? 1 : 0);
+      under.set(deps.underReplicated(topology, running).length);
+      repairs.set(running.filter((m) => m.kind === 'replace').length);
       return registry.metrics();
     },
   };

@@ -219,7 +219,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
 
   const routes: RouteSpec[] = [
     {
-      method: 'GET', url: '/api/status', summary: 'Rebalancer running or paused (by whom, why), pending recoveries, counts',
+      method: 'GET', url: '/api/status', summary: 'Rebalancer running or paused (by whom, why), pending recoveries, under-replicated partitions and their repairs, counts',
       handler: async () => {
         const [topology, rebalancer, running] = await Promise.all([deps.topology(), deps.rebalancer.status(), moves()]);
         const recoveryPending = topology.partitions
@@ -228,6 +228,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         return {
           rebalancer,
           recoveryPending,
+          underReplicated: deps.underReplicated(topology, running),
+          repairsRunning: running.filter((m) => m.kind === 'replace').length,
           nodes: { total: topology.nodes.length, live: topology.nodes.filter((n) => n.live).length, draining: topology.nodes.filter((n) => n.draining).length },
           partitions: topology.partitions.length,
           movesRunning: running.length,

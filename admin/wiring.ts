@@ -7,7 +7,7 @@ import { startGrow, startReplace } from '../client/grow';
 import { startHandoff, startOwnerMove } from '../client/handoff';
 import { cancelMove, listMoves, recentMoves, showMove, startFollowerMove } from '../client/moves';
 import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
-import { scoreNodes } from '../planner';
+import { scoreNodes, underReplicated } from '../planner';
 import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
 import { drainStatusQuery, type MoveStatus, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
@@ -25,7 +25,7 @@ export interface AdminSources {
 function inFlight(moves: MoveStatus[]): InFlightMove[] {
   return moves.map((m) => ({
     partition: m.partition,
-    op: m.kind === 'owner-handoff' ? 'owner_handoff' : 'follower_move',
+    op: m.kind === 'owner-handoff' ? 'owner_handoff' : m.kind === 'replace' ? 'follower_replace' : 'follower_move',
     from: m.from,
     to: m.to,
     bytesRemaining: m.bytesRemaining ?? 0,
@@ -38,7 +38,7 @@ function planInput(topology: Topology, moves: MoveStatus[]): PlanInput {
 
 /** A workflow's planner decisions by op, as the admin API names them (by kind). */
 function byKind(startedByOp: Partial<Record<ProposalOp, number>> | undefined): RebalancerState['startedByKind'] {
-  return { 'follower-move': startedByOp?.follower_move ?? 0, 'owner-handoff': startedByOp?.owner_handoff ?? 0 };
+  return { 'follower-move': startedByOp?.follower_move ?? 0, 'owner-handoff': startedByOp?.owner_handoff ?? 0, replace: startedByOp?.follower_replace ?? 0 };
 }
 
 type DrainDecisions = Awaited<ReturnType<AdminDeps['drainDecisions']>>[number];
@@ -99,6 +99,12 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       const [loop, budget] = await Promise.all([loopStatus(), cluster.syncBudget()]);
       return dryRun(topology, budget.transfers, loop, planner, loop ? Date.now() : topology.now);
     },
+    underReplicated: (topology, moves) =>
+      underReplicated(
+        topology,
+        planner.replaceAfterMs,
+        moves.filter((m) => m.kind === 'replace'),
+      ),
     moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),
     show: (partition) => showMove(client, partition, cluster),

@@ -38,10 +38,15 @@ export interface UnderReplicated {
   liveCopies: number;
   /** Follower copies lost for good, each with why: what the loop replaces. */
   lost: { node: string; reason: string }[];
+  /** The replacement running on the partition (the loop's or an operator's), or null. */
+  repair: { lost: string; to: string } | null;
 }
 
-/** Queue partitions with fewer counted live copies than their replication factor, the fewest first. */
-export function underReplicated(t: Topology, replaceAfterMs: number): UnderReplicated[] {
+/**
+ * Queue partitions with fewer counted live copies than their replication factor, the fewest first, each with the
+ * replacement running on it among `repairs` (replacements in flight: partition, lost copy, new copy).
+ */
+export function underReplicated(t: Topology, replaceAfterMs: number, repairs: readonly { partition: string; from: string | null; to: string }[] = []): UnderReplicated[] {
   const nodes = new Map(t.nodes.map((n) => [n.id, n]));
   const out: UnderReplicated[] = [];
   for (const p of t.partitions) {
@@ -53,7 +58,9 @@ export function underReplicated(t: Topology, replaceAfterMs: number): UnderRepli
       const reason = n === undefined ? null : lostReason(n, p.history.find((h) => h.node === f), t.now, replaceAfterMs);
       if (reason !== null) lost.push({ node: f, reason });
     }
-    out.push({ partition: p.id, replicationFactor: p.replicationFactor, liveCopies: live, lost });
+    const running = repairs.find((r) => r.partition === p.id);
+    const repair = running === undefined ? null : { lost: running.from ?? '', to: running.to };
+    out.push({ partition: p.id, replicationFactor: p.replicationFactor, liveCopies: live, lost, repair });
   }
   return out.sort((a, b) => a.liveCopies - b.liveCopies);
 }

@@ -121,6 +121,13 @@ function renderBanner(status) {
     const more = status.recoveryPending.length > 5 ? ` and ${status.recoveryPending.length - 5} more` : '';
     lines.push(`Rebalancing is held back: recovery pending on ${shown}${more}`);
   }
+  const under = status.underReplicated ?? [];
+  if (under.length > 0) {
+    const word = (u) => (u.repair ? `repairing ${u.repair.lost} → ${u.repair.to}` : u.lost.length > 0 ? `lost: ${u.lost.map((l) => l.reason).join('; ')}` : 'waiting for its copies to return or the repair timeout');
+    const shown = under.slice(0, 5).map((u) => `${u.partition} (${u.liveCopies}/${u.replicationFactor} live, ${word(u)})`).join(', ');
+    const more = under.length > 5 ? ` and ${under.length - 5} more` : '';
+    lines.push(`${under.length} partition(s) under-replicated, ${status.repairsRunning} repair(s) running: ${shown}${more}`);
+  }
   const banner = $('banner');
   banner.hidden = lines.length === 0;
   banner.replaceChildren(...lines.map((l) => el('div', { textContent: l })));

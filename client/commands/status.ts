@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '../../planner';
 import type { RebalancerStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
 import { rebalancerStatus } from '../rebalancer';
@@ -11,7 +12,15 @@ function holdList(holds: RebalancerStatus['pinned']): string {
   return Object.entries(holds).map(([id, n]) => `${id} by ${n.by} since ${new Date(n.at).toISOString()}: ${n.reason}`).join('; ') || '-';
 }
 
-function describe(s: RebalancerStatus): string {
+/** One line per under-replicated partition: live copies, what is lost and why, the repair running. */
+function describeUnder(under: UnderReplicated[]): string[] {
+  if (under.length === 0) return ['under-replicated: -'];
+  const word = (u: UnderReplicated) =>
+    u.repair ? `repairing: ${moveLabel(u.repair.lost, u.repair.to)}` : u.lost.length > 0 ? `lost (${u.lost.map((l) => l.reason).join('; ')}), repair not started` : 'a copy is down, within the repair timeout';
+  return [`under-replicated: ${under.length} partition(s)`, table([['PARTITION', 'LIVE', 'STATE'], ...under.map((u) => [u.partition, `${u.liveCopies}/${u.replicationFactor}`, word(u)])])];
+}
+
+function describe(s: RebalancerStatus, under: UnderReplicated[]): string {
   const state = s.paused ? `paused by ${s.paused.by} at ${new Date(s.paused.at).toISOString()}: ${s.paused.reason}` : 'running';
   const plan = s.lastPlan;
   const at = (until: number) => new Date(until).toISOString();
@@ -37,6 +46,7 @@ function describe(s: RebalancerStatus): string {
   const approval = s.approval;
   if (approval?.approved) lines.push(`approved plan:  ${approval.approved.planId}, ${approval.approved.steps.length} step(s) not yet started`);
   if (approval?.pending) lines.push('', ...planLines(approval.pending));
+  lines.push(...describeUnder(under));
   if (s.inFlight.length > 0) {
     lines.push('', table([['PARTITION', 'OP', 'MOVE', 'BYTES', 'WHY'], ...s.inFlight.map((m) => [m.partition, m.op, moveLabel(m.from, m.to), formatBytes(m.bytes), m.reason])]));
   }
@@ -45,12 +55,17 @@ function describe(s: RebalancerStatus): string {
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'status', {
-    description: 'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing',
+    description:
+      'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing, and the under-replicated partitions with the repairs running',
     examples: ['rebalancer status', 'rebalancer status --json'],
   }).action(async (opts: { json?: boolean }) => {
     await withConnection(deps, async (ctx) => {
-      const s = await rebalancerStatus(ctx.client, loopScope(ctx));
-      deps.io.out(opts.json ? JSON.stringify(s) + '\n' : describe(s) + '\n');
+      const [s, topology] = await Promise.all([rebalancerStatus(ctx.client, loopScope(ctx)), ctx.cluster.topology()]);
+      // A loop started before repairs existed carries settings without the timeout: the default is what it plans with.
+      const replaceAfterMs = s.settings.planner.replaceAfterMs ?? DEFAULT_PLANNER_CONFIG.replaceAfterMs;
+      const repairs = s.inFlight.filter((m) => m.op === 'follower_replace');
+      const under = underReplicated(topology, replaceAfterMs, repairs);
+      deps.io.out(opts.json ? JSON.stringify({ ...s, underReplicated: under }) + '\n' : describe(s, under) + '\n');
     });
   });
 }

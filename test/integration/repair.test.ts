@@ -7,6 +7,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../client/cli';
 import { drainOutcome, rebalancerStatus, startDrain } from '../../client/rebalancer';
 import type { Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
@@ -14,7 +15,7 @@ import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { connectClient, eventually, logger, startTestCluster, temporalAddress, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
+import { connectClient, eventually, logger, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 const taskQueue = `repair-${process.pid}`;
 const REPLACE_AFTER_MS = 15_000;
@@ -56,7 +57,14 @@ beforeAll(async () => {
   });
   running = w.run();
   scope = relayScope(cluster.url, taskQueue);
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
 });
+
+async function cli(...argv: string[]): Promise<string> {
+  let out = '';
+  expect(await runCli(argv, { out: (t) => void (out += t), err: () => undefined })).toBe(0);
+  return out;
+}
 
 afterAll(async () => {
   if (w) {
@@ -129,6 +137,16 @@ describe('self-healing', () => {
     await cluster.client.fault({ fault: 'crash-node', node: 'n4' });
     const downSince = (await cluster.client.nodes()).nodes.find((n) => n.id === 'n4')!.downSince!;
     expect(downSince).toEqual(expect.any(Number));
+    // Within the timeout (once the recovery of what n4 owned activated) `rebalancer status` names the partitions a
+    // copy short, none lost yet.
+    await eventually('the recoveries n4 caused to activate', async () =>
+      (await cluster.client.topology()).partitions.some((p) => p.pendingRecovery !== null) ? undefined : true,
+    );
+    const shown = await cli('status', '--json');
+    const under = (JSON.parse(shown) as { underReplicated: { partition: string; lost: unknown[]; repair: unknown }[] }).underReplicated;
+    expect(under.map((u) => u.partition).sort()).toEqual(followedBy(await cluster.client.topology(), 'n4').map((p) => p.id).sort());
+    expect(under.every((u) => u.lost.length === 0 && u.repair === null)).toBe(true);
+    expect(await cli('status')).toMatch(/under-replicated: \d+ partition\(s\)[\s\S]*2\/3 +a copy is down, within the repair timeout/);
     let firstRepairSeenAt: number | null = null;
     const t = await eventually(
       'n4 replaced everywhere',

@@ -72,9 +72,9 @@ describe('planner: which copies are lost for good', () => {
     down(t, 'n4', NOW - 5, true);
     down(t, 'n5', NOW - 5);
     down(t, 'n3', NOW - 5);
-    expect(underReplicated(t, config.replaceAfterMs)).toEqual([
-      { partition: 'q-b', replicationFactor: 3, liveCopies: 1, lost: [{ node: 'n4', reason: 'n4 is down with its disk lost' }] },
-      { partition: 'q-a', replicationFactor: 3, liveCopies: 2, lost: [] },
+    expect(underReplicated(t, config.replaceAfterMs, [{ partition: 'q-b', from: 'n4', to: 'n2' }])).toEqual([
+      { partition: 'q-b', replicationFactor: 3, liveCopies: 1, lost: [{ node: 'n4', reason: 'n4 is down with its disk lost' }], repair: { lost: 'n4', to: 'n2' } },
+      { partition: 'q-a', replicationFactor: 3, liveCopies: 2, lost: [], repair: null },
     ]);
   });
 });
