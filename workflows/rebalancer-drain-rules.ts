@@ -133,7 +133,7 @@ export function drainBlockers(
   const nodes = new Map(topology.nodes.map((n) => [n.id, n]));
   const moving = new Set([...planned, ...inFlight].filter((m) => m.from === node).map((m) => m.partition));
   const inbound = new Map<string, number>();
-  for (const m of inFlight) if (m.op === 'follower_move') inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
+  for (const m of inFlight) if (m.op !== 'owner_handoff') inbound.set(m.to, (inbound.get(m.to) ?? 0) + 1);
   const down = (ids: string[]) => ids.filter((id) => nodes.get(id)?.live !== true);
   // While the node owns a partition only handoffs start, so its follower copies wait for them, not for a budget.
   const handingOff = topology.partitions.some((p) => !unmovable(p) && p.owner === node);
@@ -166,11 +166,12 @@ export function drainBlockers(
       add(p.id, `a change in flight on the partition (${what}): the copy moves once it ends`, true);
       continue;
     }
+    // A suspended copy on a down node holds nothing up (the planner moves around it and the loop repairs it).
     const suspended = p.history.filter((h) => h.suspended).map((h) => h.node);
-    if (suspended.length > 0) {
-      const gone = down(suspended);
-      if (gone.length === 0) add(p.id, `a suspended copy on ${nameNodes(suspended)} rejoining: the copy moves once it is admitted again`, true);
-      else add(p.id, `a suspended copy on ${nameNodes(gone)}, which is down${never(`bring ${nameNodes(gone)} back, or replace the lost copy (rebalancer replace ${p.id} --lost ${gone[0]!} --with <node>)`)}`, false);
+    const gone = down(suspended);
+    const rejoining = suspended.filter((n) => !gone.includes(n));
+    if (rejoining.length > 0) {
+      add(p.id, `a suspended copy on ${nameNodes(rejoining)} rejoining: the copy moves once it is admitted again`, true);
       continue;
     }
     if (p.owner === node) {

@@ -228,14 +228,15 @@ describe('drainBlockers: what holds the copies left, and whether the wait ends b
       { line: 'q-3: a change in flight on the partition (admission closed for a handoff): the copy moves once it ends', passes: true },
     ]);
   });
-  it('an owner whose only followers are down, or a suspended copy on a node that is down, waits for good and says what would end it', () => {
+  it('an owner whose only followers are down waits for good and says what would end it; a suspended copy on a down node holds nothing up', () => {
     const down = [node('n1', { draining: true }), node('n2', { live: false }), node('n3', { live: false }), node('n4')];
     const suspended = { node: 'n3', processId: 'n3-p1', storageInstance: 'n3-s1', suspended: true };
     const t = topology(down, [partition('q-1', 'n1', ['n2', 'n3']), partition('q-2', 'n4', ['n1', 'n3'], { history: [suspended] })]);
     expect(why(t)).toEqual([
       { line: 'q-1: no admitted follower to hand the owner role to; this does not pass by itself: its followers are on n2 and n3, down: bring n2 and n3 back', passes: false },
+      // The loop repairs n3's copy; what holds q-2 here is the room for n1's.
       {
-        line: 'q-2: a suspended copy on n3, which is down; this does not pass by itself: bring n3 back, or replace the lost copy (rebalancer replace q-2 --lost n3 --with <node>)',
+        line: 'q-2: no node can take the copy: every live node that is not draining holds a copy of the partition; this does not pass by itself: add a node, or bring n2 back',
         passes: false,
       },
     ]);
