@@ -71,8 +71,9 @@ export function underReplicated(t: Topology, replaceAfterMs: number, repairs: re
  * transfer slot free, no zone with more copies than before), partitions with the fewest live copies first. The
  * replacement only adds a copy before the lost one goes, so no partition falls further below its replication
  * factor than the loss took it. Partition cooldowns do not hold a repair back (they keep load from
- * oscillating; a missing copy is not load); a partition with a change in flight waits for it. A copy on a
- * draining node is left to its drain.
+ * oscillating; a missing copy is not load); a partition with a change in flight waits for it, as does one an
+ * operator pinned or whose lost copy is on a node an operator excluded. A copy on a draining node is left to its
+ * drain.
  */
 export function repair(tp: TickPlanner): void {
   const st = tp.st;
@@ -82,6 +83,12 @@ export function repair(tp: TickPlanner): void {
     const l = st.nodes[node]!;
     // Already replaced earlier in the plan (planToConvergence reads the topology once), or left to a drain.
     if (l.draining || tp.touched.has(p) || !st.holds(p, node)) continue;
+    // An operator's pin or exclusion keeps the loop off the partition or the node, a repair included.
+    const held = st.pins.get(p) ?? (tp.excluded(l) ? `${l.id} is ${l.excluded}` : null);
+    if (held !== null) {
+      tp.blocked ??= `repair of ${st.id(p)} (${why}) waits: ${held}`;
+      continue;
+    }
     const busy = st.busy[p];
     if (busy !== null) {
       tp.blocked ??= `repair of ${st.id(p)} (${why}) waits: ${busy}`;

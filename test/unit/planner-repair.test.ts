@@ -67,6 +67,18 @@ describe('planner: which copies are lost for good', () => {
     expect(planNow(input(owner), config).steps).toEqual([]);
   });
 
+  it("leaves a partition an operator pinned, and a lost copy on a node an operator excluded, alone, and says so", () => {
+    const t = at(topology([node('n1'), node('n2'), node('n3'), node('n4')], [partition('q-a', 'n1', ['n2', 'n3'])]));
+    down(t, 'n3', 0, true);
+    const hold = { by: 'alice', reason: 'audit' };
+    const pinned = planNow(input(t, { pinned: { 'q-a': hold } }), config);
+    expect(pinned.steps).toEqual([]);
+    expect(pinned.idleReason).toMatch(/^repair of q-a \(n3 is down with its disk lost\) waits: pinned by alice/);
+    const excluded = planNow(input(t, { excluded: { n3: hold } }), config);
+    expect(excluded.steps).toEqual([]);
+    expect(excluded.idleReason).toMatch(/^repair of q-a \(n3 is down with its disk lost\) waits: n3 is excluded by alice/);
+  });
+
   it('lists under-replicated partitions, the fewest live copies first, with the copies lost for good and why', () => {
     const t = at(topology([node('n1'), node('n2'), node('n3'), node('n4'), node('n5')], [partition('q-a', 'n1', ['n2', 'n3']), partition('q-b', 'n1', ['n4', 'n5'])]));
     down(t, 'n4', NOW - 5, true);
