@@ -43,7 +43,7 @@ export function unsettledReasons(topology: Topology, scores: { mean: number; nod
 /** The node that must receive the most bytes in `steps` (handoffs copy nothing), and how many. */
 export function busiestReceiver(steps: readonly Pick<Proposal, 'op' | 'to' | 'bytes'>[]): { node: string | null; bytes: number } {
   const inbound = new Map<string, number>();
-  for (const s of steps) if (s.op === 'follower_move') inbound.set(s.to, (inbound.get(s.to) ?? 0) + s.bytes);
+  for (const s of steps) if (s.op !== 'owner_handoff') inbound.set(s.to, (inbound.get(s.to) ?? 0) + s.bytes);
   let best: { node: string | null; bytes: number } = { node: null, bytes: 0 };
   for (const [node, bytes] of inbound) if (bytes > best.bytes) best = { node, bytes };
   return best;

@@ -258,9 +258,9 @@ class Tally {
 }
 
 const counts = (steps: Proposal[]) => ({
-  moves: steps.filter((s) => s.op === 'follower_move').length,
+  moves: steps.filter((s) => s.op !== 'owner_handoff').length,
   handoffs: steps.filter((s) => s.op === 'owner_handoff').length,
-  bytes: steps.reduce((a, s) => a + (s.op === 'follower_move' ? s.bytes : 0), 0),
+  bytes: steps.reduce((a, s) => a + (s.op !== 'owner_handoff' ? s.bytes : 0), 0),
 });
 
 /** Makes the trigger; returns the node it concerns, the nodes draining after it and the drain to follow, if any. */
