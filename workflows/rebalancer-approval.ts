@@ -37,7 +37,7 @@ export function basisOf(topology: Topology, steps: readonly Proposal[]): PlanBas
 
 /** The plan as the loop publishes it: the planner's steps with their bytes, predicted time and basis. */
 export function proposalOf(id: string, madeAt: number, generation: number, plan: Plan, basis: PlanBasis): ProposedPlan {
-  const bytes = plan.steps.reduce((sum, s) => sum + (s.op === 'follower_move' ? s.bytes : 0), 0);
+  const bytes = plan.steps.reduce((sum, s) => sum + (s.op !== 'owner_handoff' ? s.bytes : 0), 0);
   return { id, madeAt, generation, steps: plan.steps, bytes, predictedMs: plan.predictedMs, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, basis };
 }
 
@@ -46,7 +46,7 @@ function partitionChange(step: Proposal, p: Topology['partitions'][number]): str
   const seen: string[] = [];
   if (p.pendingRecovery) seen.push('a recovery is pending');
   if (p.learners.length > 0 || p.leaving || p.admission === 'closed') seen.push('a reconfiguration is in flight');
-  if (step.op === 'follower_move') {
+  if (step.op !== 'owner_handoff') {
     if (!p.followers.includes(step.from)) seen.push(`${step.from} is no longer a follower`);
     if (holders(p).includes(step.to)) seen.push(`${step.to} holds a copy now`);
   } else {
@@ -112,8 +112,8 @@ export function staleSteps(plan: Pick<ProposedPlan, 'steps' | 'basis'>, topology
  * chosen on the topology after its follower moves.
  */
 export function approvedNow(queue: readonly Proposal[], inFlight: readonly InFlightMove[]): Proposal[] {
-  const movesLeft = queue.some((s) => s.op === 'follower_move') || inFlight.some((m) => m.op === 'follower_move');
-  return movesLeft ? queue.filter((s) => s.op === 'follower_move') : [...queue];
+  const movesLeft = queue.some((s) => s.op !== 'owner_handoff') || inFlight.some((m) => m.op !== 'owner_handoff');
+  return movesLeft ? queue.filter((s) => s.op !== 'owner_handoff') : [...queue];
 }
 
 function pastState(past: PastPlan): string {
