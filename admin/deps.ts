@@ -31,6 +31,8 @@ export interface RebalancerState {
   waitingFor: string | null;
   /** Moves the loop started since it first ran, by kind (its planner decisions); empty when no loop runs. */
   startedByKind: Partial<Record<ReconfigurationKind, number>>;
+  /** Ticks of the loop since it first ran; null when no loop runs. */
+  ticks: number | null;
 }
 
 /** Who asked and why: recorded by the workflow where it records it, and in the audit log. */

@@ -54,6 +54,7 @@ function stateOf(s: RebalancerStatus): RebalancerState {
     since: note ? new Date(note.at).toISOString() : null,
     waitingFor: s.waitingFor,
     startedByKind: byKind(s.startedByOp),
+    ticks: s.ticks,
   };
 }
 
@@ -113,7 +114,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     rebalancer: {
       async status() {
         const s = await loopStatus();
-        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {} };
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, ticks: null };
       },
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
