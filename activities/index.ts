@@ -95,7 +95,8 @@ export function createActivities(deps: ActivityDeps) {
     ): Promise<WriteOutcome> {
       const send = async (name: GuardedWriteName, body: GuardedWriteRequest<GuardedWriteName>): Promise<WriteReply> => {
         const reply = await deps.cluster.write(partition, name, body);
-        log?.info(
+        // Each step of a move, and each retry of a refused one: the move's start and end lines are the info ones.
+        log?.debug(
           { partition, write: name, key: body.idempotencyKey, ok: reply.ok, refusal: reply.ok ? undefined : reply.refusal.code },
           reply.ok ? `${name} on ${partition} accepted` : `${name} on ${partition} refused: ${reply.refusal.message}`,
         );

@@ -42,6 +42,8 @@ export interface RebalancerState {
   /** Partitions the loop leaves alone, and nodes it moves nothing onto or off, each with who, why and since when. */
   pinned: HoldView[];
   excluded: HoldView[];
+  /** Ticks of the loop since it first ran; null when no loop runs. */
+  ticks: number | null;
 }
 
 /** A pinned partition or an excluded node (`id`): who set it, why, and when (ISO). */

@@ -2,11 +2,16 @@
  * The service's Prometheus series, read from their sources on each scrape (the broker, Temporal, the planner):
  * nothing is sampled in the background. Counters follow what they count across scrapes: the planner decisions
  * of the loop and of each drain (from their own totals, so a move that starts and ends between two scrapes counts), refusals by code
- * (operator requests refused, moves that ended aborted), the broker's invariant breaches.
+ * (operator requests refused, moves that ended aborted), the broker's invariant breaches, the loop's ticks.
+ * Each breach counter starts at 0 for every invariant the broker numbers, so the first breach is an increase
+ * Prometheus sees (a counter that appears at 1 has no increase to alert on).
  */
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { MoveStatus } from '../workflows/definitions';
 import type { AdminDeps } from './deps';
+
+/** The safety invariants a broker's breaches name, numbered 1-5 as the design's (cluster/contract.ts, Breach). */
+const INVARIANTS = [1, 2, 3, 4, 5];
 
 export function createMetrics() {
   const registry = new Registry();
@@ -27,11 +32,22 @@ export function createMetrics() {
   const paused = gauge('rebalancer_paused', '1 while rebalancing is paused');
   const under = gauge('rebalancer_under_replicated_partitions', 'Partitions with fewer counted live copies than their replication factor');
   const repairs = gauge('rebalancer_repairs_in_flight', 'Lost-follower replacements running (the loop\'s repairs and operators\')');
+  const pausedFor = gauge('rebalancer_paused_seconds', 'How long rebalancing has been paused so far; 0 while it runs');
+  const blockedFor = gauge(
+    'rebalancer_move_blocked_seconds',
+    'How long a move in progress has been waiting on its blocking reason, as this admin service saw it (0 while it is not blocked)',
+    ['partition', 'kind'],
+  );
+  const ticks = counter('rebalancer_loop_ticks_total', 'Ticks of the rebalancer loop (each a plan, unless paused or a recovery is pending)');
+  for (const invariant of INVARIANTS) breaches.inc({ invariant: String(invariant) }, 0);
 
   /** Aborted outcomes already counted, so the counter rises once per move. */
   const seenAborted = new Set<string>();
   const breachesSeen = new Map<string, number>();
   const decisionsSeen = new Map<string, number>();
+  let ticksSeen = 0;
+  /** When this service first saw each move in progress blocked, by partition and kind; dropped once it is not. */
+  const blockedSince = new Map<string, number>();
 
   return {
     contentType: registry.contentType,
@@ -49,12 +65,24 @@ export function createMetrics() {
         deps.recentMoves(50),
         deps.drainDecisions(),
       ]);
+      const now = Date.now();
       moves.reset();
       remaining.reset();
+      blockedFor.reset();
+      const blockedNow = new Set<string>();
       for (const m of running) {
         moves.inc({ kind: m.kind, phase: m.phase });
         if (m.bytesRemaining !== null) remaining.set({ partition: m.partition, kind: m.kind, from: m.from ?? '', to: m.to }, m.bytesRemaining);
+        const key = `${m.partition}\u0000${m.kind}`;
+        if (m.blockingReason === null) blockedSince.delete(key);
+        else {
+          blockedNow.add(key);
+          if (!blockedSince.has(key)) blockedSince.set(key, now);
+        }
+        blockedFor.set({ partition: m.partition, kind: m.kind }, (now - (blockedSince.get(key) ?? now)) / 1000);
       }
+      // A move that ended is forgotten: its partition's next move starts unblocked.
+      for (const key of blockedSince.keys()) if (!blockedNow.has(key)) blockedSince.delete(key);
       followTotals(decisions, 'kind', decisionsSeen, Object.entries(state.startedByKind));
       for (const d of drains) followTotals(decisions, 'kind', decisionsSeen, Object.entries(d.startedByKind), d.drain);
       for (const m of ended) {
@@ -80,6 +108,12 @@ export function createMetrics() {
       paused.set(state.state === 'paused' ? 1 : 0);
       under.set(deps.underReplicated(topology, running).length);
       repairs.set(running.filter((m) => m.kind === 'replace').length);
+      pausedFor.set(state.state === 'paused' && state.since !== null ? Math.max(0, now - Date.parse(state.since)) / 1000 : 0);
+      // A new loop (fewer ticks than seen) counts on from where it starts, as followTotals does.
+      if (state.ticks !== null) {
+        if (state.ticks > ticksSeen) ticks.inc(state.ticks - ticksSeen);
+        ticksSeen = state.ticks;
+      }
       return registry.metrics();
     },
   };

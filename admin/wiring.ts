@@ -64,6 +64,7 @@ function stateOf(s: RebalancerStatus): RebalancerState {
     mode: s.settings.mode ?? 'auto',
     pendingPlan: withoutBasis(s.approval?.pending ?? null),
     approved: s.approval?.approved ? { planId: s.approval.approved.planId, stepsLeft: s.approval.approved.steps.length } : null,
+    ticks: s.ticks,
   };
 }
 
@@ -134,7 +135,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     rebalancer: {
       async status() {
         const s = await loopStatus();
-        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null };
+        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null, ticks: null };
       },
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),

@@ -2,7 +2,8 @@
  * Start the reference cluster as its own process (`cluster/main.ts`) and wait for the JSON log line that
  * carries its URL. Used where the cluster must not share an event loop with the caller (benchmarks), where a
  * suite wants a real process, and where a test kills it and starts it again on the same data directory.
- * The cluster stops when its parent exits, however it exits (scripts/exit-with-parent.ts).
+ * The cluster stops when its parent exits, however it exits (scripts/exit-with-parent.ts), and no signal to the
+ * parent's process group reaches it.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -54,8 +55,9 @@ export async function spawnCluster(
     dataDir,
   ];
   for (const [k, v] of Object.entries(flags)) args.push(`--${k}`, String(v));
-  // stdin is the pipe exit-with-parent.ts watches: kept open and never written.
-  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'] });
+  // stdin is the pipe exit-with-parent.ts watches: kept open and never written. In a session of its own, a
+  // terminal's Ctrl-C reaches the parent only, which stops the cluster after whatever still talks to it.
+  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );

@@ -87,11 +87,13 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     ...(uiPort === null ? ['--headless'] : ['--ui-port', String(uiPort)]),
   ];
   // Where util-linux's setpriv exists (Linux), the kernel sends the server SIGTERM when this process dies,
-  // even by SIGKILL, so a killed parent leaves no dev server holding its ports.
+  // even by SIGKILL, so a killed parent leaves no dev server holding its ports. In a session of its own, a
+  // terminal's Ctrl-C reaches the parent only, which stops the server after whatever still talks to it.
   const setpriv = onPath('setpriv');
+  const spawnOptions = { stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'], detached: true };
   const child = setpriv
-    ? spawn(setpriv, ['--pdeathsig', 'TERM', '--', options.executable, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(options.executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    ? spawn(setpriv, ['--pdeathsig', 'TERM', '--', options.executable, ...args], spawnOptions)
+    : spawn(options.executable, args, spawnOptions);
   let output = '';
   // The CLI prints "Server:  localhost:<port>" once its server has started; it exits at once when it cannot bind.
   const banner = new RegExp(`^Server:\\s+\\S+:${port}\\s*$`, 'm');

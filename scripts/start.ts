@@ -4,8 +4,8 @@
  * unless CLUSTER_URL names a broker; then the worker with its progress relay. The embedded cluster starts
  * balanced, and a node joins it DEMO_JOIN_MS later, so a newcomer watches the rebalancer fill it. It runs as a service: a port
  * it needs that is already taken, or a DATA_DIR another run holds, stops it before it starts anything; and
- * SIGTERM or SIGINT to this process (package.json execs it, so it is npm's child and npm forwards both)
- * stops every child it started.
+ * Ctrl-C, SIGTERM, SIGINT or SIGHUP to this process (package.json execs it, so it is npm's child and npm
+ * forwards SIGINT and SIGTERM) stops every child it started, the worker first.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -34,24 +34,56 @@ const dataDir = path.resolve(PROJECT_ROOT, env.DATA_DIR);
 
 /** Aborted when stopping begins: a child still starting is stopped by its own start function. */
 const stopping = new AbortController();
-const stops: (() => Promise<void>)[] = [];
+/**
+ * How each part stops, in the order they stop: the worker first (it drains its tasks while the dev server and
+ * the cluster still answer, so it logs no retried call), then the admin service, the dev server and the cluster.
+ */
+const STOP_ORDER = ['the worker', 'the admin service', 'the Temporal dev server', 'the reference cluster'] as const;
+type Part = (typeof STOP_ORDER)[number];
+const stops = new Map<Part, () => Promise<void>>();
+/** SIGKILL for each child process started, for a second Ctrl-C. */
+const kills: (() => void)[] = [];
 let startup: Promise<unknown> = Promise.resolve();
+let stoppingSince = 0;
 
 async function stopAll(code: number, why: string): Promise<never> {
   if (stopping.signal.aborted) return new Promise<never>(() => undefined);
   stopping.abort();
-  logger.info({ why }, 'stopping');
+  stoppingSince = Date.now();
+  logger.info({ why }, 'stopping (Ctrl-C again to kill every process at once)');
   await startup;
-  for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
+  for (const part of STOP_ORDER) {
+    const stop = stops.get(part);
+    if (!stop) continue;
+    logger.info(`stopping ${part}`);
+    await stop().catch((err: unknown) => logger.warn({ err }, `${part} did not stop cleanly`));
+  }
   unlockDataDir();
   logger.info('stopped: every process npm start ran has exited');
   process.exit(code);
 }
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => void stopAll(0, signal));
 
 /**
- * A child that exits while we are not stopping leaves the service broken: stop the rest. A clean exit (0) is
- * a child that was told to stop, as Ctrl-C tells the whole process group, possibly before it tells us.
+ * The children run in sessions of their own, so the terminal's Ctrl-C and SIGHUP reach this process alone
+ * (and npm above it) and it stops them in order. A signal while stopping kills them at once, unless it comes
+ * within a second of the first: npm forwards to us the SIGINT the terminal already sent us.
+ */
+function onSignal(signal: NodeJS.Signals): void {
+  if (!stopping.signal.aborted) {
+    void stopAll(0, signal);
+    return;
+  }
+  if (Date.now() - stoppingSince < 1_000) return;
+  logger.warn(`${signal} while stopping: killing every process at once`);
+  for (const kill of kills) kill();
+  unlockDataDir();
+  process.exit(130);
+}
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignal);
+
+/**
+ * A child that exits while we are not stopping leaves the service broken: stop the rest. In its own session no
+ * terminal signal reaches it, so only a crash, a kill from outside or its own failure ends it first.
  */
 function stopIfUnexpected(what: string, code: number | null, signal: NodeJS.Signals | null): void {
   if (!stopping.signal.aborted) void stopAll(code === 0 ? 0 : 1, `${what} exited (${code ?? signal})`);
@@ -143,7 +175,8 @@ async function startTemporal(): Promise<string> {
     log: (line) => logger.info(line),
     signal: stopping.signal,
   });
-  stops.push(() => server.stop());
+  stops.set('the Temporal dev server', () => server.stop());
+  kills.push(() => server.process.kill('SIGKILL'));
   server.process.once('exit', (code, signal) => stopIfUnexpected('the Temporal dev server', code, signal));
   return server.address;
 }
@@ -187,7 +220,8 @@ async function startReferenceCluster(): Promise<string> {
     { clock: 'wall', ...CLUSTER_SHAPE },
     { port: env.CLUSTER_PORT, dataDir: path.join(dataDir, 'cluster'), output: clusterOutput(), signal: stopping.signal },
   );
-  stops.push(() => cluster.close());
+  stops.set('the reference cluster', () => cluster.close());
+  kills.push(() => void cluster.kill9());
   void cluster.exited.then(({ code, signal }) => stopIfUnexpected('the reference cluster', code, signal));
   await new ClusterClient(cluster.url).health();
   return cluster.url;
@@ -246,7 +280,7 @@ try {
     rebalancer: settings,
   });
   const running = worker.run();
-  stops.push(async () => {
+  stops.set('the worker', async () => {
     worker.shutdown();
     await running;
   });
@@ -260,7 +294,7 @@ try {
     dataDir,
     defaultUiUrl: `http://127.0.0.1:${env.TEMPORAL_UI_PORT}`,
   });
-  stops.push(() => admin.close());
+  stops.set('the admin service', () => admin.close());
   const ui = env.TEMPORAL_ADDRESS ? adminEnv.TEMPORAL_UI_URL ?? '(your Temporal cluster\'s UI)' : `http://127.0.0.1:${env.TEMPORAL_UI_PORT}`;
   process.stdout.write(
     `\nlive rebalancer is running\n` +
@@ -272,7 +306,7 @@ try {
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
       `  watch:              npx rebalancer moves --watch\n` +
       `  try:                npx ${(await cluster.topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +
-      `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid}\n\n`,
+      `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid} (Ctrl-C twice: kill at once)\n\n`,
   );
   if (!env.CLUSTER_URL) {
     void demoJoin(cluster).catch((err: unknown) => {

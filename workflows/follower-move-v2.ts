@@ -30,7 +30,7 @@ import type { Interrupt } from './steps/watch';
 
 export async function followerMoveV2(request: FollowerMoveRequest): Promise<MoveOutcome> {
   const { partition, from, to, origin } = request;
-  const op = begin({ kind: 'follower-move', partition, from, to, origin }, request.timing);
+  const op = begin({ kind: 'follower-move', partition, from, to, origin }, request);
   return op.run(() => moveFollower(op, request));
 }
 

@@ -13,7 +13,7 @@ import { swap } from './steps/steps';
 
 export async function followerReplacement(request: ReplaceRequest): Promise<MoveOutcome> {
   const { partition, lost: L, with: T, origin } = request;
-  const op = begin({ kind: 'replace', partition, from: L, to: T, origin }, request.timing);
+  const op = begin({ kind: 'replace', partition, from: L, to: T, origin }, request);
 
   return op.run(async () => {
     // ---- validating: the rules the client checked, against what the broker says now.

@@ -245,7 +245,7 @@ export function runOperation(
   body: (op: Operation) => Promise<MoveOutcome>,
 ): Promise<MoveOutcome> {
   const { partition, from, to, origin } = request;
-  const op = begin({ kind, partition, from, to, origin }, request.timing);
+  const op = begin({ kind, partition, from, to, origin }, request);
   return op.run(async () => {
     try {
       return await body(op);

@@ -11,7 +11,7 @@ import { promoteLearner } from './steps/steps';
 
 export async function replicationIncrease(request: GrowRequest): Promise<MoveOutcome> {
   const { partition, to: T, origin } = request;
-  const op = begin({ kind: 'grow', partition, from: null, to: T, origin }, request.timing);
+  const op = begin({ kind: 'grow', partition, from: null, to: T, origin }, request);
 
   return op.run(async () => {
     // ---- validating: the rules the client checked, against what the broker says now.

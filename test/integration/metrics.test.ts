@@ -50,12 +50,18 @@ describe('metrics', () => {
     expect(value(during, /^rebalancer_relay_lag_events /)).toBeGreaterThanOrEqual(0);
     expect(value(during, /^rebalancer_recovery_pending_partitions /)).toBe(0);
     expect(value(during, /^rebalancer_paused /)).toBe(0);
+    expect(value(during, /^rebalancer_paused_seconds /)).toBe(0);
+    expect(value(during, /^rebalancer_move_blocked_seconds\{partition="q-540",kind="follower-move"\} /), 'a series for each move in progress').toBeGreaterThanOrEqual(0);
+    expect(value(during, /^rebalancer_loop_ticks_total /), 'the loop ticked when it started').toBeGreaterThanOrEqual(1);
+    // Every invariant's breach counter is there at 0, so a first breach is an increase Prometheus sees.
+    for (const invariant of [1, 2, 3, 4, 5]) expect(value(during, new RegExp(`^rebalancer_invariant_breaches_total\\{invariant="${invariant}"\\} `))).toBe(0);
     expect(value(during, /^rebalancer_score_spread /)).toBeGreaterThanOrEqual(0);
 
     await eventually('the move to end', async () => ((await call(f.admin.url, 'GET', '/api/moves/q-540')).body.running === false ? true : undefined), 120_000);
     const after = await scrape();
     expect(value(after, remaining)).toBeUndefined();
     expect(value(after, /^rebalancer_moves\{/)).toBeUndefined();
+    expect(value(after, /^rebalancer_move_blocked_seconds\{/)).toBeUndefined();
   });
 
   it('counts refusals by code, with names per the conventions', async () => {
@@ -137,6 +143,7 @@ describe('planner decisions', () => {
     expect(counted.map((m) => m[1]).every((k) => k === 'follower-move' || k === 'owner-handoff')).toBe(true);
     expect(counted.reduce((sum, m) => sum + Number(m[2]), 0)).toBe(moved.total);
     expect(value(after, /^rebalancer_moves\{/)).toBeUndefined();
+    expect(value(after, /^rebalancer_move_blocked_seconds\{/)).toBeUndefined();
     // Scraped again with nothing new, the counter stays.
     expect(decided(await scrape(g))).toBe(moved.total);
   });

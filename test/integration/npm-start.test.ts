@@ -5,93 +5,17 @@
  * the `npm start` process alone (not its group) stops every process it started, and none outlives a SIGKILL
  * of the start process (the dev server only where setpriv is on PATH, as on the Linux machines CI uses).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { spawnCluster } from '../../cluster/spawn';
-import { freePort, portFree, startDevServer } from '../../scripts/dev-server';
+import { portFree, startDevServer } from '../../scripts/dev-server';
 import { ensureTemporalCli } from '../../scripts/temporal-cli';
 import { temporalAddress } from './helpers';
 import { alive, descendants, processesMentioning } from './processes';
-
-const root = path.resolve(import.meta.dirname, '../..');
-/** What start.ts logs last once every child has exited. */
-const STOPPED = 'stopped: every process npm start ran has exited';
-const lastLine = (output: string): string | undefined => output.trim().split('\n').at(-1);
-
-/** `node scripts/start.ts` (what `npm start` execs), or the real `npm start` with its npm process on top. */
-function launch(env: NodeJS.ProcessEnv, via: 'node' | 'npm'): { child: ChildProcess; output: () => string } {
-  const child =
-    via === 'npm'
-      ? spawn('npm', ['start'], { cwd: root, env: { ...env, npm_config_update_notifier: 'false' }, stdio: ['ignore', 'pipe', 'pipe'] })
-      : spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  return { child, output: () => out };
-}
-
-async function start(env: NodeJS.ProcessEnv, via: 'node' | 'npm' = 'node'): Promise<{ child: ChildProcess; output: () => string }> {
-  const run = launch(env, via);
-  await waitFor(() => run.output().includes('live rebalancer is running'), 180_000, () => {
-    if (run.child.exitCode !== null) throw new Error(`npm start exited with ${run.child.exitCode}: ${run.output().slice(-2000)}`);
-    return `npm start did not come up: ${run.output().slice(-2000)}`;
-  });
-  return run;
-}
-
-async function waitFor(done: () => boolean, ms: number, failure: () => string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(failure());
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** The exit code (null: killed by a signal), or 'running' if it has not exited within `ms`. */
-function exitWithin(child: ChildProcess, ms: number): Promise<number | null | 'running'> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve('running'), ms);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve(code);
-    });
-  });
-}
-
-/**
- * After a SIGTERM: exit code 0, no child left at the moment it exits (one that the kernel or a closed pipe
- * ends later was not stopped by it), everything below it gone, and the stopped line last.
- */
-async function expectStoppedEverything(run: { child: ChildProcess; output: () => string }, started: number[], dataDir: string): Promise<void> {
-  const code = await exitWithin(run.child, 60_000);
-  expect(code, `exit code after SIGTERM (null: killed):\n${run.output().slice(-3000)}`).toBe(0);
-  expect(processesMentioning(dataDir), 'processes left with its DATA_DIR when it exits').toEqual([]);
-  await waitFor(() => started.every((pid) => !alive(pid)), 30_000, () => `still alive: ${started.filter(alive).join(', ')}`);
-  expect(lastLine(run.output())).toContain(STOPPED);
-}
-
-/** Free ports, a temporary DATA_DIR and no TEMPORAL_ADDRESS or CLUSTER_URL: a run that starts everything itself. */
-async function ownEnv(): Promise<NodeJS.ProcessEnv & { DATA_DIR: string }> {
-  const env: NodeJS.ProcessEnv & { DATA_DIR: string } = {
-    ...process.env,
-    TEMPORAL_PORT: String(await freePort()),
-    TEMPORAL_UI_PORT: String(await freePort()),
-    CLUSTER_PORT: String(await freePort()),
-    ADMIN_PORT: String(await freePort()),
-    WORKER_METRICS_PORT: String(await freePort()),
-    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-start-')),
-    TEMPORAL_TASK_QUEUE: 'npm-start-test',
-    LOG_LEVEL: 'info',
-  };
-  delete env.TEMPORAL_ADDRESS;
-  delete env.CLUSTER_URL;
-  return env;
-}
+import { exitWithin, expectStoppedEverything, killLeftovers, lastLine, launch, ownEnv, root, start, STOPPED, waitFor } from './start-harness';
 
 /** Run `npm start` that must fail before it starts anything: exit code 1 within 60s, no process left. */
 async function failsAtOnce(env: NodeJS.ProcessEnv & { DATA_DIR: string }): Promise<string> {
@@ -104,13 +28,6 @@ async function failsAtOnce(env: NodeJS.ProcessEnv & { DATA_DIR: string }): Promi
     return run.output();
   } finally {
     killLeftovers(descendants(run.child.pid!), env.DATA_DIR);
-  }
-}
-
-/** After a failed test: end what the run left (the pids we recorded and anything naming its DATA_DIR). */
-function killLeftovers(pids: number[], dataDir: string): void {
-  for (const pid of [...pids, ...processesMentioning(dataDir)]) {
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
   }
 }
 

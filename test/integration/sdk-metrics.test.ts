@@ -2,6 +2,8 @@
  * The Temporal SDK's own worker metrics, as `npm run worker` serves them: the worker process (worker/main.ts)
  * with WORKER_METRICS_PORT runs a follower move, and its Prometheus endpoint then shows the move's workflow
  * tasks and guarded-write activities, named by Prometheus conventions (`_total` counters, units in the name).
+ * The same worker's log of a move, as a person reads it: one info line as it starts and one as it ends, with its
+ * outcome and duration, and no info line in between (none per poll, per write or per tick of the loop).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -74,3 +76,48 @@ describe("the Temporal SDK's worker metrics", () => {
     expect(text).toMatch(/^# TYPE temporal_workflow_completed_total counter$/m);
   });
 });
+
+describe("the worker's log of a move", () => {
+  it('has one info line at its start and one at its end, with outcome and duration, and none between', async () => {
+    const partition = 'q-0';
+    const { from, to } = await pickMove(cluster.client, partition);
+    const handle = await startFollowerMove({ client, cluster: cluster.client, taskQueue }, { partition, from, to, origin: 'operator', reason: 'the log test' });
+    expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
+    const { runId } = await handle.describe();
+    // The end line goes out with the workflow task that completes the move, which the result may overtake.
+    const info = await eventually('the move\'s end line', async () => {
+      const lines = infoLines().filter((l) => l.workflowId === handle.workflowId && l.runId === runId);
+      return lines.some((l) => l.msg.includes(' completed ')) ? infoLines() : undefined;
+    });
+    const mine = (l: LogLine) => l.runId === runId;
+    const started = info.findIndex((l) => mine(l) && l.msg === `follower-move of ${partition} started: ${from} -> ${to} (operator)`);
+    const ended = info.findIndex((l) => mine(l) && /^follower-move of q-0 completed after \d+\.\d s$/.test(l.msg));
+    expect(started, info.map((l) => l.msg).join('\n')).toBeGreaterThanOrEqual(0);
+    expect(info[started]).toMatchObject({ origin: 'operator', reason: 'the log test' });
+    expect(ended).toBeGreaterThan(started);
+    expect(info[ended]!.durationMs).toBeGreaterThan(0);
+    expect(info.filter(mine).map((l) => l.msg), 'no other info line of the move').toEqual([info[started]!.msg, info[ended]!.msg]);
+    expect(info.slice(started + 1, ended).map((l) => l.msg), 'no info line of anything else while it ran').toEqual([]);
+  });
+});
+
+interface LogLine {
+  msg: string;
+  workflowId?: string;
+  runId?: string;
+  origin?: string;
+  reason?: string;
+  durationMs?: number;
+}
+
+/** The worker's info lines so far (pino level 30), in order. */
+function infoLines(): LogLine[] {
+  return output.split('\n').flatMap((line) => {
+    try {
+      const entry = JSON.parse(line) as LogLine & { level: number };
+      return entry.level === 30 ? [entry] : [];
+    } catch {
+      return [];
+    }
+  });
+}

@@ -50,6 +50,8 @@ export class Operation {
   constructor(
     readonly subject: OperationSubject,
     readonly watch: Watch,
+    /** Why it was asked for, for the start's log line. */
+    private readonly reason?: string,
   ) {
     this.status = {
       kind: subject.kind,
@@ -183,12 +185,19 @@ export class Operation {
    * a Canceled close keeps no details, so the outcome then goes into the memo (`outcome`).
    */
   async run(body: () => Promise<MoveOutcome>): Promise<MoveOutcome> {
-    const outcome = { kind: this.subject.kind, ...(await CancellationScope.nonCancellable(body)) } as MoveOutcome;
+    const { kind, partition, from, to, origin } = this.subject;
+    const info = workflowInfo();
+    // One line when the move starts and one when it ends, for a person reading the worker's log (a replay logs
+    // neither); a run continued from another started nothing new.
+    if (info.continuedFromExecutionRunId === undefined) log.info(`${kind} of ${partition} started: ${from ?? 'a new copy'} -> ${to} (${origin})`, { origin, reason: this.reason });
+    const outcome = { kind, ...(await CancellationScope.nonCancellable(body)) } as MoveOutcome;
     this.status.outcome = outcome;
     this.setPhase(outcome.status);
     // An ended workflow no longer shows its last waiting reason.
     setCurrentDetails('');
-    log.info(`${this.subject.kind} of ${this.subject.partition} ${outcome.status}`, { outcome });
+    const durationMs = Date.now() - info.startTime.getTime();
+    const why = outcome.status === 'completed' ? '' : `: ${outcome.status === 'aborted' ? `${outcome.code}, ` : ''}${outcome.reason}`;
+    log.info(`${kind} of ${partition} ${outcome.status} after ${(durationMs / 1000).toFixed(1)} s${why}`, { outcome, durationMs });
     if (outcome.status === 'cancelled') {
       // The server keeps no details with a Canceled close (nor does the SDK send any): the memo keeps the outcome.
       if (this.cancelRequested) upsertMemo({ outcome });
@@ -200,9 +209,9 @@ export class Operation {
 }
 
 /** An operation with its watch listening for the relay's signals and its status query and cancel installed. */
-export function begin(subject: OperationSubject, timing: Partial<MoveTiming> | undefined): Operation {
-  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...timing });
-  const op = new Operation(subject, watch);
+export function begin(subject: OperationSubject, request: { timing?: Partial<MoveTiming>; reason?: string }): Operation {
+  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...request.timing });
+  const op = new Operation(subject, watch, request.reason);
   watch.listen();
   op.start();
   return op;

@@ -1,0 +1,94 @@
+/**
+ * The series the alerts read, from the admin service's scrape on sources it is handed: how long each move in
+ * progress has been blocked (counted from the first scrape that saw it blocked, back to 0 once it is not),
+ * how long rebalancing has been paused, the loop's ticks as a counter that never goes down.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { AdminDeps, RebalancerState } from '../../admin/deps';
+import { createMetrics } from '../../admin/metrics';
+import type { MoveStatus } from '../../workflows/definitions';
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+
+function move(blockingReason: string | null): MoveStatus {
+  return {
+    kind: 'follower-move',
+    partition: 'q-1',
+    from: 'n1',
+    to: 'n4',
+    origin: 'planner',
+    phase: 'catching_up',
+    bytesRemaining: 1000,
+    boundary: null,
+    targetDurable: null,
+    blockingReason,
+    epoch: 1,
+    generation: 1,
+    retries: 0,
+    outcome: null,
+  };
+}
+
+function sources(state: () => RebalancerState): AdminDeps {
+  return {
+    topology: async () => ({ nodes: [], partitions: [] }),
+    syncBudget: async () => ({ nodes: [] }),
+    invariants: async () => ({ breaches: [] }),
+    relayLag: async () => 0,
+    rebalancer: { status: async () => state() },
+    recentMoves: async () => [],
+    drainDecisions: async () => [],
+    scores: () => ({ spread: 0, mean: 0 }),
+    underReplicated: () => [],
+  } as unknown as AdminDeps;
+}
+
+function value(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.split(' ').at(-1));
+}
+
+const running: RebalancerState = { state: 'running', pausedBy: null, reason: null, since: null, waitingFor: 'the next tick', startedByKind: {}, ticks: 3, mode: 'auto', pendingPlan: null, approved: null, pinned: [], excluded: [] };
+
+describe('the series the alerts read', () => {
+  beforeEach(() => vi.useFakeTimers({ now: T0, toFake: ['Date'] }));
+  afterEach(() => vi.useRealTimers());
+
+  it("counts a move's blocked time from the first scrape that saw it blocked, and drops it once it is not", async () => {
+    const metrics = createMetrics();
+    const deps = sources(() => running);
+    const series = 'rebalancer_move_blocked_seconds{partition="q-1",kind="follower-move"}';
+    expect(value(await metrics.scrape(deps, async () => [move(null)]), series)).toBe(0);
+    vi.setSystemTime(T0 + 10_000);
+    expect(value(await metrics.scrape(deps, async () => [move('the sync budget of n4 is full')]), series)).toBe(0);
+    vi.setSystemTime(T0 + 70_000);
+    expect(value(await metrics.scrape(deps, async () => [move('the sync budget of n4 is full')]), series)).toBe(60);
+    vi.setSystemTime(T0 + 80_000);
+    expect(value(await metrics.scrape(deps, async () => [move(null)]), series)).toBe(0);
+    vi.setSystemTime(T0 + 90_000);
+    expect(value(await metrics.scrape(deps, async () => [move('stalled')]), series), 'blocked again: counted anew').toBe(0);
+    expect(value(await metrics.scrape(deps, async () => []), series), 'ended: no series').toBeUndefined();
+  });
+
+  it('says how long rebalancing has been paused, 0 while it runs', async () => {
+    const metrics = createMetrics();
+    let state = running;
+    const deps = sources(() => state);
+    expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_paused_seconds')).toBe(0);
+    state = { ...running, state: 'paused', pausedBy: 'ann', reason: 'maintenance', since: new Date(T0 - 3_600_000).toISOString() };
+    expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_paused_seconds')).toBe(3600);
+  });
+
+  it("follows the loop's ticks, and a new loop's fewer ticks never take the counter down", async () => {
+    const metrics = createMetrics();
+    let ticks = 3;
+    const deps = sources(() => ({ ...running, ticks }));
+    expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_loop_ticks_total')).toBe(3);
+    ticks = 5;
+    expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_loop_ticks_total')).toBe(5);
+    ticks = 1;
+    expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_loop_ticks_total')).toBe(5);
+    ticks = 2;
+    expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_loop_ticks_total')).toBe(6);
+  });
+});
