@@ -89,20 +89,31 @@ async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> 
 }
 
 /**
- * The reconfigurations on this task queue that completed after `since`, from visibility: a move's last phase is
- * `completed` only when its outcome is, and its source and target attributes name the nodes the copy (or owner
- * role) left and arrived on.
+ * A running reconfiguration in one of these phases is past its point of no return (its last write is made or being
+ * made): it only finishes. Visibility may still list it as running for a moment after its last write, while the
+ * topology already shows the change, so it is cooled as if it had just completed.
+ */
+const FINISHING_PHASES = ['removing', 'promoting', 'committing_owner', 'completed'];
+
+/**
+ * The reconfigurations on this task queue that completed after `since`, and those finishing now, from visibility: a
+ * move's last phase is `completed` only when its outcome is, and its source and target attributes name the nodes
+ * the copy (or owner role) left and arrived on.
  */
 async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
+  const finishing = FINISHING_PHASES.map((phase) => `RebalancePhase = "${phase}"`).join(' OR ');
   const query =
-    `WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)} AND ExecutionStatus = "Completed" ` +
-    `AND RebalancePhase = "completed" AND CloseTime > "${new Date(since).toISOString()}"`;
+    `WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)} AND (` +
+    `(ExecutionStatus = "Completed" AND RebalancePhase = "completed" AND CloseTime > "${new Date(since).toISOString()}") OR ` +
+    `(ExecutionStatus = "Running" AND (${finishing})))`;
   const closed: ClosedReconfiguration[] = [];
+  const now = Date.now();
   for await (const wf of client.workflow.list({ query })) {
     const attrs = wf.typedSearchAttributes;
     const to = attrs.get(TargetKey);
-    if (to === undefined || !wf.closeTime) continue;
-    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from: attrs.get(SourceKey) ?? null, to, closedAt: wf.closeTime.getTime() });
+    if (to === undefined) continue;
+    const closedAt = wf.closeTime?.getTime() ?? now;
+    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from: attrs.get(SourceKey) ?? null, to, closedAt });
   }
   return closed;
 }
