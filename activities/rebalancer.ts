@@ -12,7 +12,7 @@ import type { ClusterClient } from '../cluster/client';
 import { planToConvergence } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import type { EndedMove, PlanBasis, ProposedPlan, RebalancerSettings, StaleStep, TrackedMove } from '../workflows/definitions';
+import { drainWorkflowId, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../workflows/definitions';
 import { basisOf, staleSteps, type Holds } from '../workflows/rebalancer-approval';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
 import { inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
@@ -113,7 +113,11 @@ async function closedSince(client: Client, taskQueue: string, since: number): Pr
     const to = attrs.get(TargetKey);
     if (to === undefined) continue;
     const closedAt = wf.closeTime?.getTime() ?? now;
-    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from: attrs.get(SourceKey) ?? null, to, closedAt });
+    // A drain's move leaves no "not back onto its source" cooldown: the draining mark keeps copies off the node, and
+    // an undrain is the operator asking for the node to be used again at once.
+    const byDrain = wf.parentExecution?.workflowId?.startsWith(drainWorkflowId('')) === true;
+    const from = byDrain ? null : (attrs.get(SourceKey) ?? null);
+    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from, to, closedAt });
   }
   return closed;
 }
