@@ -54,6 +54,7 @@ export interface SentSignal {
 }
 
 type ProgressEvent = Extract<ClusterEvent, { type: 'progress' }>;
+type AssignmentChanged = Extract<ClusterEvent, { type: 'assignment_changed' }>;
 
 /** Sends one signal; a workflow that does not run is skipped. */
 type Send = <Args extends unknown[]>(workflowId: string, def: SignalDefinition<Args>, ...args: Args) => Promise<void>;
@@ -71,6 +72,12 @@ function covering(e: ProgressEvent): number {
 function isCursor(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
+
+/**
+ * Writes that end a change in flight or free a transfer slot: a drain that waits on another partition's change or
+ * on the sync budget is told, rather than waiting for its next tick.
+ */
+const FREES_A_CHANGE: ReadonlySet<string> = new Set(['swap', 'drop-learner', 'remove-leaving', 'promote-learner', 'reopen-admission']);
 
 /** One activity run: its throttle state lives in memory, its cursor in heartbeats. */
 class FeedRun {
@@ -179,6 +186,14 @@ class FeedRun {
       }
       this.topologyChange(e, queue, send);
     }
+    const ended = events.filter((e): e is AssignmentChanged => e.type === 'assignment_changed' && FREES_A_CHANGE.has(e.write)).at(-1);
+    if (ended !== undefined) {
+      // One visibility look per page: a drain blocked on another change or on the budget plans again at once.
+      const signal: TopologySignal = { event: 'assignment_changed', partition: ended.partition, seq: ended.seq };
+      queue('drains', async () => {
+        for (const id of await this.runningDrains()) await send(id, topologySignal, signal);
+      });
+    }
     const now = Date.now();
     for (const [partition, e] of this.held) {
       const last = this.sent.get(partition);
@@ -218,6 +233,14 @@ class FeedRun {
     const targets = [this.rebalancer];
     if (signal.node !== undefined) targets.push(drainWorkflowId(signal.node));
     for (const id of targets) queue(id, () => send(id, topologySignal, signal));
+  }
+
+  /** The drains running on this relay's task queue, found through visibility. */
+  private async runningDrains(): Promise<string[]> {
+    const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "${drainWorkflowId('')}" AND TaskQueue = ${JSON.stringify(this.ctx.info.taskQueue)}`;
+    const ids: string[] = [];
+    for await (const wf of this.deps.client.workflow.list({ query })) ids.push(wf.workflowId);
+    return ids;
   }
 
   /** The running moves whose source or target is `node`, found through visibility. */

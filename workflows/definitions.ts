@@ -244,7 +244,8 @@ export function reconfigurationWorkflowId(partition: string): string {
  * event feed (node_joined, node_up, node_down, a node's draining mark, a recovery opened or activated anywhere).
  */
 export interface TopologySignal {
-  event: 'node_joined' | 'node_up' | 'node_down' | 'node_draining' | 'recovery_opened' | 'recovery_activated';
+  /** `assignment_changed`: a change in flight ended or a transfer slot freed (sent to drains only). */
+  event: 'node_joined' | 'node_up' | 'node_down' | 'node_draining' | 'recovery_opened' | 'recovery_activated' | 'assignment_changed';
   node?: string;
   partition?: string;
   /** Feed sequence: a signal older than one already seen is stale. */

@@ -148,10 +148,10 @@ describe('planner decisions', () => {
     expect(decided(await scrape(g))).toBe(moved.total);
   });
 
-  // Skipped at the end of the session: fails after the issue-17 merges (the drain never ends / is refused not_enough_room); see the closing note.
-  it.skip("counts a drain's moves too: every reconfiguration of the cluster is one planner decision", async () => {
-    // n3 holds a copy of every partition here and owns q-552: the drain hands that off and moves every copy,
-    // to n7 where a copy must stay in zone z3.
+  it("counts a drain's moves too: every reconfiguration of the cluster is one planner decision", async () => {
+    // n3 holds a copy of every partition here and owns q-552: the drain hands that off and moves its copies to n7,
+    // where a copy must stay in zone z3. The loop balances onto n7 too, so the drain waits on the loop's moves and
+    // the sync budget they hold: the relay tells it when they end (its tick here is an hour).
     await g.cluster.client.joinNode('n7', 1, 'z3');
     await g.deps.drain('n3', { actor: 'metrics-test', reason: 'count the drain' });
     const ended = await eventually(
