@@ -20,21 +20,31 @@ export function streamsOn(topology: Topology, node: string): string[] {
   return topology.partitions.filter((p) => unmovable(p) && holders(p).includes(node)).map((p) => p.id);
 }
 
-/** The nodes a copy of `p` on `node` may go to: live, not draining, holding no copy of p, in a zone p's other copies leave free. */
-function roomFor(topology: Topology, p: Partition, node: string): Topology['nodes'] {
+/**
+ * The zones a copy of `p` on `node` may go to under the planner's zone rule (`canReceive`): no zone gets more of
+ * p's counted copies (owner and followers) than the zone the copy leaves keeps. A change in flight (a learner, a
+ * leaving copy) is left out: it ends with the partition at its replication factor again, and the drain waits for it.
+ */
+function zonesFor(topology: Topology, p: Partition, node: string): Set<string> {
   const zoneOf = new Map(topology.nodes.map((n) => [n.id, n.zone]));
-  const zoned = new Set(zoneOf.values()).size > 1;
-  const others = holders(p).filter((n) => n !== node);
-  const usedZones = new Set(others.map((n) => zoneOf.get(n)));
-  return topology.nodes.filter((n) => n.id !== node && n.live && !n.draining && !others.includes(n.id) && (!zoned || !usedZones.has(n.zone)));
+  const counted = [p.owner, ...p.followers].filter((n) => n !== node).map((n) => zoneOf.get(n));
+  const inZone = (z: string | undefined) => counted.filter((c) => c === z).length;
+  const keeps = inZone(zoneOf.get(node));
+  return new Set([...new Set(zoneOf.values())].filter((z) => inZone(z) <= keeps));
+}
+
+/** The nodes a copy of `p` on `node` may go to: live, not draining, holding no copy of p, in a zone the rule allows. */
+function roomFor(topology: Topology, p: Partition, node: string): Topology['nodes'] {
+  const zones = zonesFor(topology, p, node);
+  const others = holders(p);
+  return topology.nodes.filter((n) => n.id !== node && n.live && !n.draining && !others.includes(n.id) && zones.has(n.zone));
 }
 
 /**
  * Refuse a drain up front: an unknown node; a copy that cannot move (a stream), unless the drain empties the
  * queues only; an owned partition without a follower to take the owner role; or copies with nowhere to go. A
- * copy can go to a live node that is not draining and holds no copy of its partition; when nodes carry zones
- * (more than one zone in the cluster), only to a zone no other copy of the partition is in, so shortfalls are
- * counted per zone.
+ * copy can go to a live node that is not draining and holds no copy of its partition, in a zone the planner's zone
+ * rule allows (`zonesFor`), so with more than one zone in the cluster shortfalls are counted per zone.
  */
 export function checkDrain(topology: Topology, node: string, queuesOnly = false): DrainCheck {
   const known = topology.nodes.map((n) => n.id);
@@ -69,20 +79,17 @@ export function checkDrain(topology: Topology, node: string, queuesOnly = false)
   for (const p of held) {
     if (roomFor(topology, p, node).length > 0) continue;
     short++;
-    // The zones the copy may go to: those its partition's other copies leave free.
-    const usedZones = new Set(holders(p).filter((n) => n !== node).map((n) => zoneOf.get(n)));
-    const free = [...new Set(zoneOf.values())].filter((z) => !usedZones.has(z)).sort();
-    const zone = zoned ? free.join('/') || 'no free zone' : '';
+    const zone = zoned ? [...zonesFor(topology, p, node)].sort().join('/') : '';
     shortBy.set(zone, (shortBy.get(zone) ?? 0) + 1);
   }
   if (short === 0) return { ok: true };
-  const perZone = zoned ? `; short per zone: ${[...shortBy].map(([z, n]) => `${z} ${n}`).join(', ')} (copies of one partition stay in distinct zones)` : '';
+  const perZone = zoned ? `; short per zone: ${[...shortBy].map(([z, n]) => `${z} ${n}`).join(', ')} (no zone may get more copies of a partition than the zone its copy leaves)` : '';
   return {
     ok: false,
     code: 'not_enough_room',
     message:
       `the other nodes cannot hold every copy on ${node}: ${short} of its ${held.length} copies have nowhere to go ` +
-      `(no live node that is not draining and holds no copy of the partition${zoned ? ' in a free zone' : ''})${perZone}; add nodes first`,
+      `(no live node that is not draining and holds no copy of the partition${zoned ? ' in a zone the zone rule allows' : ''})${perZone}; add nodes first`,
   };
 }
 
@@ -193,7 +200,7 @@ export function drainBlockers(
       const zones = new Set(topology.nodes.map((n) => n.zone)).size > 1;
       const gone = topology.nodes.filter((n) => !n.live && !copies.includes(n.id)).map((n) => n.id);
       const what = `${zones ? 'add a node in a zone no other copy of the partition is in' : 'add a node'}${gone.length > 0 ? `, or bring ${nameNodes(gone)} back` : ''}`;
-      add(p.id, `no node can take the copy: every live node that is not draining holds a copy of the partition${zones ? ' or is in a zone another copy is in (copies of one partition stay in distinct zones)' : ''}${never(what)}`, false);
+      add(p.id, `no node can take the copy: every live node that is not draining holds a copy of the partition${zones ? ' or is in a zone another copy is in (no zone may get more copies of a partition than the zone its copy leaves)' : ''}${never(what)}`, false);
       continue;
     }
     if (handingOff) continue;

@@ -165,6 +165,22 @@ describe('checkDrain: refused up front', () => {
     expect(!check.ok && check.message).toMatch(/2 of its 2 copies have nowhere to go .*short per zone: a 2/);
     expect(checkDrain(t, 'n3')).toEqual({ ok: true });
   });
+  it("follows the planner's zone rule: a copy may go to a zone holding no more of the partition than the zone it leaves keeps", () => {
+    const q1 = [partition('q-1', 'n1', ['n2', 'n3'])];
+    // n2 and n3 both in b: n2's copy may go to a, which keeps one copy as b does, so n4 takes it.
+    const ab = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'b' }), node('n4', { zone: 'a' })];
+    expect(checkDrain(topology(ab, q1), 'n2')).toEqual({ ok: true });
+    // n1's copy may not go to b, which has two: only to a, and with no other node in a it has nowhere to go.
+    const bbb = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'b' }), node('n5', { zone: 'b' })];
+    expect(checkDrain(topology(bbb, q1), 'n1')).toMatchObject({ ok: false, code: 'not_enough_room', message: expect.stringMatching(/short per zone: a 1/) });
+    expect(checkDrain(topology(bbb, q1), 'n2')).toEqual({ ok: true });
+  });
+  it('does not count a change in flight as a copy that stays: a move leaving the node needs no room elsewhere', () => {
+    const zoned = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'c' }), node('n4', { zone: 'a' }), node('n5', { zone: 'b' })];
+    // q-1's copy has moved from n2 to n5 (swapped, n2 leaving): the copies that stay fill every zone, yet n2 may be drained.
+    const moved = partition('q-1', 'n1', ['n3', 'n5'], { leaving: 'n2' });
+    expect(checkDrain(topology(zoned, [moved]), 'n2')).toEqual({ ok: true });
+  });
   it('refuses a node owning a partition with no follower to hand the owner role to', () => {
     expect(checkDrain(topology(nodes, [partition('q-1', 'n1', [])]), 'n1')).toMatchObject({ ok: false, code: 'no_follower', message: expect.stringMatching(/n1 owns q-1 with no follower/) });
   });
