@@ -112,12 +112,12 @@ async function closedSince(client: Client, taskQueue: string, since: number): Pr
     const attrs = wf.typedSearchAttributes;
     const to = attrs.get(TargetKey);
     if (to === undefined) continue;
+    // A drain's move sets no cooldown of the loop's: it is no judgement of where the copy balances best, only that it
+    // leaves the node. The draining mark keeps every copy off that node for as long as the drain wants it, and an
+    // undrain is the operator asking for the node to be used again at once, by the copies the drain put elsewhere too.
+    if (wf.parentExecution?.workflowId?.startsWith(drainWorkflowId('')) === true) continue;
     const closedAt = wf.closeTime?.getTime() ?? now;
-    // A drain's move leaves no "not back onto its source" cooldown: the draining mark keeps copies off the node, and
-    // an undrain is the operator asking for the node to be used again at once.
-    const byDrain = wf.parentExecution?.workflowId?.startsWith(drainWorkflowId('')) === true;
-    const from = byDrain ? null : (attrs.get(SourceKey) ?? null);
-    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from, to, closedAt });
+    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from: attrs.get(SourceKey) ?? null, to, closedAt });
   }
   return closed;
 }
