@@ -490,39 +490,59 @@ export class TickPlanner {
     }
   }
 
-  /** Owner handoffs to an admitted follower, by owned partitions per capacity, under the same two-sided band rule. */
+  /**
+   * Owner handoffs to an admitted follower. Two reasons, each under its two-sided band rule: owned partitions per
+   * capacity (`od`), with the totals kept from spreading further; and a node whose total score is above the band
+   * while its copies cannot leave it (the zone rule can hold every copy of a zone's only node), which sheds owner
+   * roles, the part of its load a handoff moves, to a follower below the mean, as long as the pair's total spread
+   * improves: the total is the note's load score, and owned counts give way to it where both cannot be met (the
+   * owned rule then hands nothing back, as that would take the total out of the band again).
+   */
   balanceOwners(): void {
     const t = this.ctx.config.threshold;
     const mo = this.st.meanOwned();
     if (mo <= 0) return;
     const od = (n: NodeState): number => this.st.ownedDev(n, mo);
     while (this.free > 0) {
-      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && od(n) > 0);
+      const heavy = (n: NodeState): boolean => this.dev(n) > t;
+      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && (od(n) > 0 || heavy(n)));
       if (sources.length === 0) return;
-      sources.sort((a, b) => od(b) - od(a));
-      let best = null as { p: number; s: NodeState; d: NodeState; imp: number } | null;
+      // Heavy nodes first, the heaviest first; then by owned partitions.
+      sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? this.dev(b) - this.dev(a) : od(b) - od(a)));
+      let best = null as { p: number; s: NodeState; d: NodeState; imp: number; byTotal: boolean } | null;
       let held: string | null = null;
       for (const s of sources) {
         const a = od(s);
+        const ts = this.dev(s);
         for (const p of s.parts) {
           if (this.st.owner[p] !== s.index) continue;
           // A pinned partition is weighed only to name its pin when it is what keeps a handoff from starting.
           const pinned = this.pinned(p) && this.movable(p);
           if (!pinned && !this.partFree(p)) {
-            if (!this.touched.has(p) && this.outsideBand(a, 0)) held ??= `${this.st.id(p)} owned by ${s.id} cannot be handed off: ${this.whyBusy(p)}`;
+            if (!this.touched.has(p) && (this.outsideBand(a, 0) || heavy(s))) held ??= `${this.st.id(p)} owned by ${s.id} cannot be handed off: ${this.whyBusy(p)}`;
             continue;
           }
           for (const f of this.st.followers(p)) {
             const d = this.st.nodes[f]!;
+            if (!this.st.stays(d) || d.suspended || this.excluded(d) || this.ctx.formerOwners.get(p)?.has(f)) continue;
             const b = od(d);
-            if (!this.st.stays(d) || d.suspended || this.excluded(d) || b >= 0 || !this.outsideBand(a, b) || this.ctx.formerOwners.get(p)?.has(f)) continue;
-            const imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(b + 1 / (d.cap * mo)));
-            if (!this.improves(imp)) continue;
-            // The totals must stay inside the band, or at least not spread further.
-            const ts = this.dev(s);
+            const bAfter = b + 1 / (d.cap * mo);
             const td = this.dev(d);
             const after = Math.max(Math.abs(ts + this.st.roleDelta(p, s, -1)), Math.abs(td + this.st.roleDelta(p, d, 1)));
-            if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+            let imp: number;
+            let byTotal = false;
+            if (heavy(s)) {
+              // Toward a node below the mean only, as a follower move goes.
+              if (td >= 0) continue;
+              imp = Math.max(ts, Math.abs(td)) - after;
+              byTotal = true;
+            } else {
+              if (b >= 0 || !this.outsideBand(a, b)) continue;
+              imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(bAfter));
+              // The totals must stay inside the band, or at least not spread further.
+              if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+            }
+            if (!this.improves(imp)) continue;
             if (pinned) {
               this.pinHit ??= p;
               continue;
@@ -532,7 +552,8 @@ export class TickPlanner {
               held ??= cooled;
               continue;
             }
-            if (best === null || imp > best.imp || (imp === best.imp && b < od(best.d))) best = { p, s, d, imp };
+            // Equal improvements (a heavy source bounds them all): the receiver owning the least, so owners spread too.
+            if (best === null || imp > best.imp || (imp === best.imp && b < od(best.d))) best = { p, s, d, imp, byTotal };
           }
         }
         if (best !== null) break;
@@ -542,13 +563,11 @@ export class TickPlanner {
         if (this.pinHit !== null) this.blocked ??= `no owner handoff may start${this.pinNote()}`;
         return;
       }
-      const { p, s, d, imp } = best;
-      this.handoff(
-        p,
-        s,
-        d,
-        `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`,
-      );
+      const { p, s, d, imp, byTotal } = best;
+      const why = byTotal
+        ? `${s.id} (score ${f2(this.st.steady(s))} > mean + ${t}) cannot shed a copy, so it sheds an owner role to ${d.id}, an admitted follower (score ${f2(this.st.steady(d))}): their spread improves by ${f2(imp)}`
+        : `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`;
+      this.handoff(p, s, d, why);
     }
   }
 }

@@ -185,6 +185,14 @@ export class ClusterState {
       total.traffic += n.traffic;
       total.bytes += n.bytes;
     }
+    // A copy lost for good is load the live nodes take on once it is replaced: counted now, so a plan's repairs
+    // leave the mean where it was instead of raising every live node above it.
+    for (const { p } of this.lost) {
+      total.followed += 1;
+      total.hist += this.hw[p]!;
+      total.traffic += this.copyTraffic(p, false);
+      total.bytes += this.bytes[p]!;
+    }
     this.activeCap = activeCap;
     const per = (x: number, weight: number): number => (x > 0 && activeCap > 0 ? (weight * activeCap) / x : 0);
     const cw = config.weights;

@@ -81,3 +81,9 @@ export function applySteps(t: Topology, steps: { op: string; partition: string; 
   }
   return holders;
 }
+
+/** The topology `steps` leave (follower moves, handoffs and replacements done): owner first, then followers. */
+export function afterSteps(t: Topology, steps: { op: string; partition: string; from: string; to: string }[]): Topology {
+  const holders = applySteps(t, steps);
+  return { ...t, partitions: t.partitions.map((p) => ({ ...p, owner: holders.get(p.id)![0]!, followers: holders.get(p.id)!.slice(1) })) };
+}

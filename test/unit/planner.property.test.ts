@@ -391,7 +391,8 @@ describe('planner plans pinned', () => {
    * Plans recorded from the planner before its state moved to typed arrays: a change to how the state is kept must
    * not change a single proposal, reason or figure of a plan (sha256 of the plans in order). Re-pinned when a rule
    * changes on purpose (a down draining node sheds its follower copies: the random clusters include such nodes;
-   * idle reasons name the blocker and when a cooldown ends: the steps stayed the same).
+   * idle reasons name the blocker and when a cooldown ends: the steps stayed the same; a node above the band whose
+   * copies cannot leave sheds owner roles, and lost copies count in the mean: 1037 steps became 1015).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -407,7 +408,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1037, sha: '9a528544ea6de6cc30f2916cc9de5c8572b7c4ddb4633a726ace1dc5395e166c' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1015, sha: '1936378b81efc6bd44506c8805f0f9885d7800fe4b9a2b9ccab3c82cada672ea' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {

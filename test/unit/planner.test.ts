@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, predictMs, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
 import { ClusterState } from '../../planner/state';
-import { applySteps, input, node, partition, ring, topology } from './planner-topology';
+import { afterSteps, applySteps, input, node, partition, ring, topology } from './planner-topology';
 
 const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG };
 
@@ -130,6 +130,28 @@ describe('planner: the policy', () => {
     expect(plan.steps.length).toBeGreaterThan(0);
     const zone = new Map(nodes.map((n) => [n.id, n.zone]));
     for (const s of plan.steps.filter((s) => s.op === 'follower_move')) expect(zone.get(s.from)).toBe('z0');
+  });
+
+  it("brings a zone's only node inside the band by handing off its owner roles, when the zone rule holds every copy on it", () => {
+    // n1 and n3 are the only nodes of z1 and z3: each holds a copy of every partition, none of which may leave its
+    // zone. n1 owns half of them.
+    const nodes = [node('n1', { zone: 'z1' }), node('n2', { zone: 'z2' }), node('n3', { zone: 'z3' }), node('n5', { zone: 'z2' })];
+    const pairs = [['n2', 'n3'], ['n5', 'n3']] as const;
+    const parts = Array.from({ length: 12 }, (_, i) => {
+      const [a, b] = pairs[i % 2]!;
+      return i < 6 ? partition(`q-${i}`, 'n1', [a, b]) : partition(`q-${i}`, a, ['n1', b]);
+    });
+    const t = topology(nodes, parts);
+    const before = scoreNodes(input(t), config).nodes.find((n) => n.node === 'n1')!.total;
+    expect(before - 1).toBeGreaterThan(config.threshold);
+    const plan = planToConvergence(input(t), config);
+    expect(plan.steps.filter((s) => s.op === 'follower_move' && s.from === 'n1')).toEqual([]);
+    const shed = plan.steps.filter((s) => s.op === 'owner_handoff' && s.from === 'n1');
+    expect(shed.length).toBeGreaterThan(0);
+    expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) cannot shed a copy, so it sheds an owner role to n\d/);
+    expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
+    // The plan's result is a fixed point: the owned-count rule does not hand ownership back onto n1.
+    expect(planToConvergence(input(afterSteps(t, plan.steps)), config).steps).toEqual([]);
   });
 
   it('respects capacities: a node of capacity 2 ends with about twice the copies of a node of capacity 1', () => {
