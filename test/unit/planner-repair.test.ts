@@ -10,7 +10,7 @@ import type { Node, Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, underReplicated, type PlannerConfig, type Proposal } from '../../planner';
 import { TickPlanner } from '../../planner/policy';
 import type { NodeState } from '../../planner/state';
-import { input, node, partition, ring, topology } from './planner-topology';
+import { afterSteps, input, node, partition, ring, topology } from './planner-topology';
 
 const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG };
 const NOW = 10_000_000;
@@ -122,6 +122,20 @@ describe('planner: repair before balance', () => {
     const off = new Set(drain.steps.filter((s) => s.from === 'n1').map((s) => s.partition));
     expect(off).toEqual(new Set(held.map((p) => p.id)));
     expect(drain.steps.some((s) => s.op === 'follower_replace')).toBe(false);
+  });
+
+  it("counts lost copies in the mean: the plan's spread after its repairs is the spread of the topology they leave", () => {
+    const t = at(ring(4, 1, 6));
+    down(t, 'n1', 0, true);
+    // Recovery moved what n1 owned to a follower: n1 holds follower copies only, each lost with its disk.
+    for (const p of t.partitions.filter((x) => x.owner === 'n1')) Object.assign(p, { owner: p.followers[0]!, followers: [...p.followers.slice(1), 'n1'] });
+    const plan = planToConvergence(input(t), config);
+    expect(plan.steps.some((s) => s.op === 'follower_replace')).toBe(true);
+    const left = afterSteps(t, plan.steps);
+    // The node lost for good holds nothing now: the next plan reads the cluster as the repairs left it.
+    left.partitions = left.partitions.map((p) => ({ ...p, followers: p.followers.filter((f) => f !== 'n1') }));
+    expect(plan.spreadAfter).toBeCloseTo(planNow(input(left), config).spreadBefore, 9);
+    expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
   });
 
   it('a suspended copy on a live node (rejoining) still holds its partition, and says so', () => {

@@ -73,7 +73,7 @@ export function applySteps(t: Topology, steps: { op: string; partition: string; 
   const holders = new Map(t.partitions.map((p) => [p.id, [p.owner, ...p.followers, ...p.learners, ...(p.leaving === null ? [] : [p.leaving])]]));
   for (const s of steps) {
     const h = holders.get(s.partition)!;
-    if (s.op === 'follower_move') h[h.indexOf(s.from)] = s.to;
+    if (s.op !== 'owner_handoff') h[h.indexOf(s.from)] = s.to;
     else {
       h[h.indexOf(s.to)] = s.from;
       h[0] = s.to;
