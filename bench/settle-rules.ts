@@ -18,10 +18,18 @@ export function inFlightOf(p: Partition): string[] {
 /**
  * Settled, as the benchmark's target reads it: nothing in flight (no learner, no leaving copy, no closed
  * admission or pending recovery, no reconfiguration running), every owner and follower on a live node that is not
- * draining, and every live node that is not draining inside the band (|score - mean| <= threshold). Returns every
- * reason it is not, the farthest node from the mean first among the band's.
+ * draining, and every live node that is not draining inside the band (|score - mean| <= threshold), but for the
+ * nodes in `bound`: those the planner, at rest, names as held above the band by the zone rule (`zoneBoundNodes`),
+ * where what is left is what their zone must hold. Returns every reason it is not settled, the farthest node from
+ * the mean first among the band's.
  */
-export function unsettledReasons(topology: Topology, scores: { mean: number; nodes: NodeScore[] }, threshold: number, running: number): string[] {
+export function unsettledReasons(
+  topology: Topology,
+  scores: { mean: number; nodes: NodeScore[] },
+  threshold: number,
+  running: number,
+  bound: ReadonlySet<string> = new Set(),
+): string[] {
   const why: string[] = [];
   if (running > 0) why.push(`${running} reconfiguration(s) running`);
   const live = new Set(topology.nodes.filter((n) => n.live).map((n) => n.id));
@@ -35,6 +43,7 @@ export function unsettledReasons(topology: Topology, scores: { mean: number; nod
   }
   const off = scores.nodes.filter((n) => n.live && !draining.has(n.node)).map((n) => ({ node: n.node, off: n.total - scores.mean }));
   for (const n of off.sort((a, b) => Math.abs(b.off) - Math.abs(a.off))) {
+    if (n.off > 0 && bound.has(n.node)) continue;
     if (Math.abs(n.off) > threshold + 1e-9) why.push(`${n.node} is ${n.off.toFixed(3)} off the mean (band ${threshold})`);
   }
   return why;

@@ -15,7 +15,7 @@ import { drainStatus, rebalancerStatus } from '../client/rebalancer';
 import { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import { spawnCluster, type SpawnedCluster } from '../cluster/spawn';
-import { planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
+import { planNow, planToConvergence, scoreNodes, zoneBoundNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { freePort } from '../scripts/dev-server';
 import { onPath, PROJECT_ROOT } from '../scripts/temporal-cli';
 import { relayScope } from '../worker/relay';
@@ -193,9 +193,17 @@ function planInput(o: Observed, draining: string[]): PlanInput {
 /** Reconfigurations running: the ones the loop and a drain track, and a drain that has not ended. */
 const running = (o: Observed): number => tracked(o).length + (o.drain !== null && o.drain.outcome === null ? 1 : 0);
 
-function unsettled(o: Observed, cfg: PlannerConfig, draining: string[]): string[] {
-  const scores = scoreNodes({ topology: o.topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: o.now, draining }, cfg);
-  return unsettledReasons(o.topology, scores, cfg.threshold, running(o));
+/**
+ * What keeps the product from settled. At rest (nothing running, and the planner would start nothing even without
+ * cooldowns and transfer limits), a node the zone rule keeps above the band is the cluster's limit, not work left:
+ * `limit` lists those nodes with the planner's reason.
+ */
+function unsettled(o: Observed, cfg: PlannerConfig, draining: string[]): { why: string[]; limit: { node: string; reason: string }[] } {
+  const input: PlanInput = { topology: o.topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: o.now, draining };
+  const scores = scoreNodes(input, cfg);
+  const atRest = running(o) === 0 && planNow(input, withoutLimits(cfg)).steps.length === 0;
+  const limit = atRest ? zoneBoundNodes(input, cfg) : [];
+  return { why: unsettledReasons(o.topology, scores, cfg.threshold, running(o), new Set(limit.map((b) => b.node))), limit };
 }
 
 function activity(o: Observed, cfg: PlannerConfig, draining: string[]): Activity {
@@ -300,7 +308,7 @@ async function untilBalanced(p: Product): Promise<RebalancerStatus> {
   const deadline = Date.now() + BALANCED_TIMEOUT_MS;
   for (;;) {
     const o = await observe(p, null).catch(() => null);
-    const why = o === null ? ['no loop status yet'] : unsettled(o, o.status.settings.planner, []);
+    const why = o === null ? ['no loop status yet'] : unsettled(o, o.status.settings.planner, []).why;
     if (o !== null && o.status.ticks > 0 && why.length === 0) return o.status;
     if (Date.now() > deadline) throw new Error(`the fresh cluster was not settled within ${BALANCED_TIMEOUT_MS / 1000} s: ${why.join('; ')}`);
     await sleep(SAMPLE_MS);
@@ -327,6 +335,7 @@ async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<st
     let restSince: number | null = null;
     let drainEndedMs: number | null = null;
     let why: string[] = [];
+    let limit: { node: string; reason: string }[] = [];
     while (Date.now() - t0 < timeoutS * 1000) {
       await sleep(SAMPLE_MS);
       const after = await observe(p, fired.drained);
@@ -335,7 +344,7 @@ async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<st
       restSince = act === 'blocked' && running(before) === 0 ? (restSince ?? before.now - t0) : null;
       if (after.drain?.outcome != null) drainEndedMs ??= after.now - t0;
       before = after;
-      why = unsettled(after, cfg, fired.draining);
+      ({ why, limit } = unsettled(after, cfg, fired.draining));
       if (why.length === 0) {
         settledMs = after.now - t0;
         break;
@@ -351,6 +360,7 @@ async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<st
       settledS: settledMs === null ? null : round(settledMs / 1000, 1),
       ...(settledMs === null ? { timeoutS, atRestS: restSince === null ? null : round(restSince / 1000, 1), unsettledAtEnd: why.slice(0, 5), unsettledCount: why.length } : {}),
       ...(fired.drained === null ? {} : { drainEndedS: drainEndedMs === null ? null : round(drainEndedMs / 1000, 1) }),
+      ...(limit.length > 0 ? { zoneBound: limit } : {}),
       transferBoundS: round(boundMs / 1000, 1),
       busiestReceiver: busiest,
       ratio: settledMs === null || boundMs === 0 ? null : round(settledMs / boundMs, 2),
@@ -375,7 +385,8 @@ function summary(r: Record<string, unknown>): string {
   const w = r.waitedS as Record<Activity, number>;
   const b = r.busiestReceiver as { node: string | null; bytes: number };
   const rest = r.atRestS == null ? '' : ` (nothing more happened after ${String(r.atRestS)} s)`;
-  const head = r.settled ? `settled in ${String(r.settledS)} s` : `NOT settled within ${String(r.timeoutS)} s${rest}`;
+  const bound = Array.isArray(r.zoneBound) ? ` (${(r.zoneBound as { node: string }[]).map((b) => b.node).join(', ')} above the band: the zone rule holds every copy there)` : '';
+  const head = r.settled ? `settled in ${String(r.settledS)} s${bound}` : `NOT settled within ${String(r.timeoutS)} s${rest}`;
   return (
     `${String(r.trigger)} ${String(r.node)}: ${head}; transfer bound ${String(r.transferBoundS)} s (${b.node ?? 'no node'} receives ${round(b.bytes / 2 ** 20, 1)} MiB)` +
     `${r.ratio === null ? '' : `, ratio ${String(r.ratio)}`}; target ${String(r.targetS)} s: ${r.pass ? 'pass' : 'MISS'}; ` +

@@ -4,7 +4,7 @@
  * Pure: the input is a topology snapshot, the moves in flight, cooldowns and a clock.
  */
 import { validatePlannerConfig } from './config';
-import { proposeTick, type TickContext } from './policy';
+import { proposeTick, TickPlanner, type TickContext } from './policy';
 import { ClusterState } from './state';
 import type { NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
 
@@ -103,4 +103,19 @@ export function planToConvergence(input: PlanInput, config: PlannerConfig): Plan
 export function scoreNodes(input: PlanInput, config: PlannerConfig): { mean: number; nodes: NodeScore[] } {
   const { st } = start(input, config);
   return { mean: st.mean, nodes: st.scores() };
+}
+
+/**
+ * The nodes that stay above the band however the planner moves (see `TickPlanner.zoneBound`), each with why: what
+ * is left on them is what their zone must hold, so the settle benchmark reads them as the cluster's limit.
+ */
+export function zoneBoundNodes(input: PlanInput, config: PlannerConfig): { node: string; reason: string }[] {
+  const { st, ctx } = start(input, config);
+  const tp = new TickPlanner(st, ctx);
+  const out: { node: string; reason: string }[] = [];
+  for (const n of st.nodes) {
+    const reason = st.stays(n) && tp.dev(n) > config.threshold ? tp.zoneBound(n) : null;
+    if (reason !== null) out.push({ node: n.id, reason });
+  }
+  return out;
 }

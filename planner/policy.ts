@@ -233,6 +233,27 @@ export class TickPlanner {
     return inTo <= inFrom;
   }
 
+  /**
+   * Why no copy on n may leave it, or null: each is a stream or is held by the zone rule (no other node that stays
+   * may take it without a zone getting more copies of its partition than n's zone keeps; transfer slots aside). A
+   * node above the band that is zone-bound can shed owner roles only: what is left is what its zone must hold.
+   */
+  zoneBound(n: NodeState): string | null {
+    const st = this.st;
+    if (n.parts.length === 0) return null;
+    for (const p of n.parts) {
+      const busy = st.busy[p];
+      if (busy !== null) {
+        if (st.isStream(p)) continue;
+        return null;
+      }
+      for (const r of st.nodes) {
+        if (r !== n && st.stays(r) && !st.holds(p, r.index) && this.canReceive(p, r, n)) return null;
+      }
+    }
+    return `every copy on ${n.id} stays by the zone rule: no other node may take one without its zone getting more copies of the partition than ${n.zone} keeps`;
+  }
+
   dev(n: NodeState): number {
     return this.devs[n.index]!;
   }
@@ -409,6 +430,8 @@ export class TickPlanner {
       }
       if (best === null) {
         const who = over ? `${sources[0]!.id} is ${f2(this.dev(sources[0]!))} above` : `${receivers[0]!.id} is ${f2(-this.recvDev(receivers[0]!))} below`;
+        const bound = over ? this.zoneBound(sources[0]!) : null;
+        if (bound !== null) this.blocked ??= `${who} the mean, but ${bound}; it sheds owner roles only`;
         this.blocked ??=
           this.held === null
             ? `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules${this.pinNote()}`
@@ -492,9 +515,9 @@ export class TickPlanner {
 
   /**
    * Owner handoffs to an admitted follower. Two reasons, each under its two-sided band rule: owned partitions per
-   * capacity (`od`), with the totals kept from spreading further; and a node whose total score is above the band
-   * while its copies cannot leave it (the zone rule can hold every copy of a zone's only node), which sheds owner
-   * roles, the part of its load a handoff moves, to a follower below the mean, as long as the pair's total spread
+   * capacity (`od`), with the totals kept from spreading further; and a node whose total score is still above the
+   * band once no follower move helps (the zone rule can hold every copy of a zone's only node, see `zoneBound`), which
+   * sheds owner roles, the part of its load a handoff moves, to a follower below the mean, as long as the pair's total spread
    * improves: the total is the note's load score, and owned counts give way to it where both cannot be met (the
    * owned rule then hands nothing back, as that would take the total out of the band again).
    */
@@ -565,7 +588,7 @@ export class TickPlanner {
       }
       const { p, s, d, imp, byTotal } = best;
       const why = byTotal
-        ? `${s.id} (score ${f2(this.st.steady(s))} > mean + ${t}) cannot shed a copy, so it sheds an owner role to ${d.id}, an admitted follower (score ${f2(this.st.steady(d))}): their spread improves by ${f2(imp)}`
+        ? `${s.id} (score ${f2(this.st.steady(s))} > mean + ${t}) sheds an owner role to ${d.id}, an admitted follower below the mean (score ${f2(this.st.steady(d))}): their spread improves by ${f2(imp)}`
         : `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`;
       this.handoff(p, s, d, why);
     }

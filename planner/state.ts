@@ -60,6 +60,9 @@ function held(what: 'pinned' | 'excluded', hold: OperatorHold | undefined): stri
   return hold === undefined ? null : `${what} by ${hold.by}: ${hold.reason}`;
 }
 
+/** Why a stream is never touched: "Queues come first. Streams need their own seal and selection path." */
+const STREAM = 'a stream (streams do not move yet)';
+
 /** Role of a copy slot: a counted follower (admitted, caught up, not suspended: a handoff target) or any other copy. */
 const OTHER = 0;
 const FOLLOWER = 1;
@@ -251,7 +254,7 @@ export class ClusterState {
     if (p.pendingRecovery !== null) {
       busy = 'a recovery is pending';
       this.recoveries.push({ id: p.id, reason: p.pendingRecovery.reason });
-    } else if (p.kind === 'stream') busy = 'a stream (streams do not move yet)';
+    } else if (p.kind === 'stream') busy = STREAM;
     else if (p.learners.length > 0) busy = `learner ${p.learners.join(', ')} catching up`;
     else if (p.leaving !== null) busy = `leaving replica ${p.leaving} not yet removed`;
     else if (p.admission === 'closed') busy = 'admission closed for a handoff';
@@ -326,6 +329,11 @@ export class ClusterState {
   private slot(p: number, n: number): number {
     for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) if (this.copyNode[i] === n) return i;
     return -1;
+  }
+
+  /** p is a stream, whose copies never move yet (and no recovery is pending on it). */
+  isStream(p: number): boolean {
+    return this.busy[p] === STREAM;
   }
 
   id(p: number): string {

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, planToConvergence, scoreNodes } from '../../planner';
+import { DEFAULT_PLANNER_CONFIG, planToConvergence, scoreNodes, zoneBoundNodes } from '../../planner';
 import { activityOf, busiestReceiver, repairSteps, targetMs, transferBoundMs, unsettledReasons, withoutCooldowns } from '../../bench/settle-rules';
 import { input, node, partition, ring, topology } from './planner-topology';
 
@@ -39,6 +39,20 @@ describe('settled', () => {
   it('fails while a live node is outside the band, and names it', () => {
     const why = reasons(ring(5, 1, 3));
     expect(why[0]).toMatch(/^n5 is -1\.\d+ off the mean/);
+  });
+
+  it('excuses a node above the band only where the planner names it held there by the zone rule', () => {
+    // n3 is z3's only node and holds a copy of every partition: above the band, and nothing may take a copy off it.
+    const zoned = [node('n1', { zone: 'z1' }), node('n2', { zone: 'z2' }), node('n3', { zone: 'z3' }), node('n4', { zone: 'z1' }), node('n5', { zone: 'z2' })];
+    const t = topology(zoned, Array.from({ length: 10 }, (_, i) => partition(`q-${i}`, ['n1', 'n4'][i % 2]!, [['n2', 'n5'][(i >> 1) % 2]!, 'n3'])));
+    const scores = scoreNodes(input(t), cfg);
+    const bound = new Set(zoneBoundNodes(input(t), cfg).map((b) => b.node));
+    expect([...bound]).toEqual(['n3']);
+    const all = unsettledReasons(t, scores, cfg.threshold, 0);
+    expect(all.filter((w) => /^n3 is 0\.\d+ off the mean/.test(w))).toHaveLength(1);
+    expect(unsettledReasons(t, scores, cfg.threshold, 0, bound)).toEqual(all.filter((w) => !w.startsWith('n3 ')));
+    // Only above the band: a bound node below it, or a node outside it that is not bound, still counts.
+    expect(unsettledReasons(ring(5, 1, 3), scoreNodes(input(ring(5, 1, 3)), cfg), cfg.threshold, 0, new Set(['n5']))[0]).toMatch(/^n5 is -1\.\d+ off the mean/);
   });
 
   it('fails while a copy sits on a node that is down or draining, not for a down or drained node that holds nothing', () => {

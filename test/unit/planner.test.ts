@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, predictMs, scoreNodes, validatePlannerConfig, type PlannerConfig } from '../../planner';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, predictMs, scoreNodes, validatePlannerConfig, zoneBoundNodes, type PlannerConfig } from '../../planner';
 import { ClusterState } from '../../planner/state';
 import { afterSteps, applySteps, input, node, partition, ring, topology } from './planner-topology';
 
@@ -148,10 +148,27 @@ describe('planner: the policy', () => {
     expect(plan.steps.filter((s) => s.op === 'follower_move' && s.from === 'n1')).toEqual([]);
     const shed = plan.steps.filter((s) => s.op === 'owner_handoff' && s.from === 'n1');
     expect(shed.length).toBeGreaterThan(0);
-    expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) cannot shed a copy, so it sheds an owner role to n\d/);
+    expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) sheds an owner role to n\d, an admitted follower below the mean/);
     expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
     // The plan's result is a fixed point: the owned-count rule does not hand ownership back onto n1.
     expect(planToConvergence(input(afterSteps(t, plan.steps)), config).steps).toEqual([]);
+  });
+
+  it('names a node the zone rule keeps above the band, once it has shed what it can, and reads it as the limit', () => {
+    // n3 is z3's only node and holds a copy of every partition; n4 joins z1 empty.
+    const nodes = [node('n1', { zone: 'z1' }), node('n2', { zone: 'z2' }), node('n3', { zone: 'z3' }), node('n5', { zone: 'z2' }), node('n4', { zone: 'z1' })];
+    const t = topology(nodes, Array.from({ length: 12 }, (_, i) => partition(`q-${i}`, i % 2 ? 'n2' : 'n5', ['n1', 'n3'])));
+    expect(zoneBoundNodes(input(t), config)).toEqual([{ node: 'n3', reason: expect.stringMatching(/^every copy on n3 stays by the zone rule/) }]);
+    const plan = planToConvergence(input(t), config);
+    expect(plan.steps.filter((s) => s.from === 'n3')).toEqual([]);
+    const left = afterSteps(t, plan.steps);
+    const rest = planToConvergence(input(left), config);
+    expect(rest.steps).toEqual([]);
+    expect(rest.idleReason).toMatch(/^n3 is \d\.\d+ above the mean, but every copy on n3 stays by the zone rule: .* it sheds owner roles only$/);
+    // Every other node ends inside the band: n3 alone is the limit.
+    expect(scoreNodes(input(left), config).nodes.filter((n) => n.node !== 'n3' && Math.abs(n.total - 1) > config.threshold)).toEqual([]);
+    // n1 is not bound: a copy on it may move within z1, to n4.
+    expect(zoneBoundNodes(input(t), config).map((b) => b.node)).not.toContain('n1');
   });
 
   it('respects capacities: a node of capacity 2 ends with about twice the copies of a node of capacity 1', () => {
