@@ -515,9 +515,10 @@ export class TickPlanner {
 
   /**
    * Owner handoffs to an admitted follower. Two reasons, each under its two-sided band rule: owned partitions per
-   * capacity (`od`), with the totals kept from spreading further; and a node whose total score is still above the
-   * band once no follower move helps (the zone rule can hold every copy of a zone's only node, see `zoneBound`), which
-   * sheds owner roles, the part of its load a handoff moves, to a follower below the mean, as long as the pair's total spread
+   * capacity (`od`), with the totals kept from spreading further; and the total score where it is still outside the
+   * band once no follower move helps (the zone rule can hold every copy of a zone's only node, see `zoneBound`, and
+   * keep every copy a node of another zone could take away from it): owner roles, the part of the load a handoff
+   * moves, go from a follower above the mean to one below it, one of them outside the band, as long as the pair's total spread
    * improves: the total is the note's load score, and owned counts give way to it where both cannot be met (the
    * owned rule then hands nothing back, as that would take the total out of the band again).
    */
@@ -528,7 +529,7 @@ export class TickPlanner {
     const od = (n: NodeState): number => this.st.ownedDev(n, mo);
     while (this.free > 0) {
       const heavy = (n: NodeState): boolean => this.dev(n) > t;
-      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && (od(n) > 0 || heavy(n)));
+      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && (od(n) > 0 || this.dev(n) > 0));
       if (sources.length === 0) return;
       // Heavy nodes first, the heaviest first; then by owned partitions.
       sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? this.dev(b) - this.dev(a) : od(b) - od(a)));
@@ -554,13 +555,15 @@ export class TickPlanner {
             const after = Math.max(Math.abs(ts + this.st.roleDelta(p, s, -1)), Math.abs(td + this.st.roleDelta(p, d, 1)));
             let imp: number;
             let byTotal = false;
-            if (heavy(s)) {
-              // Toward a node below the mean only, as a follower move goes.
-              if (td >= 0) continue;
-              imp = Math.max(ts, Math.abs(td)) - after;
+            if (ts > 0 && td < 0 && this.outsideBand(ts, td)) {
+              // The band rule of a follower move, on the total: from above the mean to below it, one of them outside.
+              imp = Math.max(ts, -td) - after;
               byTotal = true;
+            } else if (heavy(s)) {
+              // A node above the band gives its owner roles to nodes below the mean only, as its copies would go.
+              continue;
             } else {
-              if (b >= 0 || !this.outsideBand(a, b)) continue;
+              if (a <= 0 || b >= 0 || !this.outsideBand(a, b)) continue;
               imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(bAfter));
               // The totals must stay inside the band, or at least not spread further.
               if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
@@ -587,8 +590,9 @@ export class TickPlanner {
         return;
       }
       const { p, s, d, imp, byTotal } = best;
+      const side = (n: NodeState): string => `${n.id} (score ${f2(this.st.steady(n))}${this.dev(n) > t ? ` > mean + ${t}` : this.dev(n) < -t ? ` < mean - ${t}` : ''})`;
       const why = byTotal
-        ? `${s.id} (score ${f2(this.st.steady(s))} > mean + ${t}) sheds an owner role to ${d.id}, an admitted follower below the mean (score ${f2(this.st.steady(d))}): their spread improves by ${f2(imp)}`
+        ? `${side(s)} hands an owner role to ${side(d)}, an admitted follower below the mean: their spread improves by ${f2(imp)}`
         : `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`;
       this.handoff(p, s, d, why);
     }

@@ -391,8 +391,8 @@ describe('planner plans pinned', () => {
    * Plans recorded from the planner before its state moved to typed arrays: a change to how the state is kept must
    * not change a single proposal, reason or figure of a plan (sha256 of the plans in order). Re-pinned when a rule
    * changes on purpose (a down draining node sheds its follower copies: the random clusters include such nodes;
-   * idle reasons name the blocker and when a cooldown ends: the steps stayed the same; a node above the band whose
-   * copies cannot leave sheds owner roles, and lost copies count in the mean: 1037 steps became 1015).
+   * idle reasons name the blocker and when a cooldown ends: the steps stayed the same; owner roles also even out
+   * the total score where no copy can move, and lost copies count in the mean: 1037 steps became 1023).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -408,7 +408,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1015, sha: '1936378b81efc6bd44506c8805f0f9885d7800fe4b9a2b9ccab3c82cada672ea' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1023, sha: '8ae30d1702ae49f80ba73072f2e6b0e1b5d1b08d0301aabd2a4a888300bbaa4e' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {

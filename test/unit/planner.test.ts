@@ -148,10 +148,22 @@ describe('planner: the policy', () => {
     expect(plan.steps.filter((s) => s.op === 'follower_move' && s.from === 'n1')).toEqual([]);
     const shed = plan.steps.filter((s) => s.op === 'owner_handoff' && s.from === 'n1');
     expect(shed.length).toBeGreaterThan(0);
-    expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) sheds an owner role to n\d, an admitted follower below the mean/);
+    expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) hands an owner role to n\d \(score \d\.\d+( < mean - 0\.1)?\), an admitted follower below the mean/);
     expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
     // The plan's result is a fixed point: the owned-count rule does not hand ownership back onto n1.
     expect(planToConvergence(input(afterSteps(t, plan.steps)), config).steps).toEqual([]);
+  });
+
+  it('a node below the band pulls an owner role from one above the mean when no copy can move (every node holds every partition)', () => {
+    // Owned counts are even; n1's partitions are hot and n3's cold, so the totals are not: n3 is below the band.
+    const nodes = [node('n1', { zone: 'z1' }), node('n2', { zone: 'z2' }), node('n3', { zone: 'z3' })];
+    const owners = ['n1', 'n1', 'n2', 'n2', 'n3', 'n3'];
+    const rates = [60, 60, 50, 50, 0, 0];
+    const t = topology(nodes, owners.map((o, i) => partition(`q-${i}`, o, ['n1', 'n2', 'n3'].filter((n) => n !== o), { deliveryRate: rates[i]! })));
+    expect(scoreNodes(input(t), config).nodes.find((n) => n.node === 'n3')!.total).toBeLessThan(1 - config.threshold);
+    const plan = planToConvergence(input(t), config);
+    expect(plan.steps[0]).toMatchObject({ op: 'owner_handoff', from: 'n1', to: 'n3', reason: expect.stringMatching(/^n1 \(score 1\.\d+\) hands an owner role to n3 \(score 0\.\d+ < mean - 0\.1\)/) });
+    expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
   });
 
   it('names a node the zone rule keeps above the band, once it has shed what it can, and reads it as the limit', () => {
