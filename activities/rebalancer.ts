@@ -42,6 +42,8 @@ export interface Snapshot {
   recoveryPending: string | null;
   /** Nodes marked draining. */
   draining: string[];
+  /** Nodes live and not draining: those the mean is over. Absent in a snapshot an older worker recorded. */
+  active?: string[];
   /** What is left on the node a drain empties, when asked for one. */
   left: DrainLeft | null;
   /** Reconfigurations that completed since the time asked for, whoever started them; absent when not asked. */
@@ -143,6 +145,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ended,
         recoveryPending: recoveryPending(topology),
         draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
+        active: topology.nodes.filter((n) => n.live && !n.draining).map((n) => n.id),
         // Null from the loop: an absent argument arrives as null through the payload converter.
         left: drainedNode == null ? null : drainLeft(topology, drainedNode),
         ...(closed === undefined ? {} : { closed }),

@@ -346,6 +346,8 @@ export interface RebalancerState {
   lastSignalSeq: number;
   /** When the loop last listed the reconfigurations that closed; absent in a state from an older run. */
   lookedAt?: number;
+  /** The nodes the mean was over at the last tick (live, not draining); absent in a state from an older run. */
+  activeNodes?: string[];
   moves: { started: number; completed: number; cancelled: number; aborted: number };
   /** Moves started, by op: each a planner decision the loop acted on. Absent in a state carried from an older run. */
   startedByOp?: Record<ProposalOp, number>;

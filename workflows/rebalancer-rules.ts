@@ -84,6 +84,24 @@ export function pruneCooldowns(cooldowns: Cooldowns, now: number): Cooldowns {
   return { nodes: keep(cooldowns.nodes), partitions: keep(cooldowns.partitions), moves };
 }
 
+/**
+ * The nodes that joined those the mean is over since the last tick (a node joined, came back up or was undrained),
+ * from the two ticks' lists; none when either is unknown (a state or snapshot from an older run).
+ */
+export function nodesArrived(before: readonly string[] | undefined, now: readonly string[] | undefined): string[] {
+  if (before === undefined || now === undefined) return [];
+  return now.filter((n) => !before.includes(n));
+}
+
+/**
+ * Node cooldowns once a node arrived: each was a judgement against the old mean, that a node which just received
+ * copies is not overloaded yet; with a new node to fill, the copies it received may go on to it at once (the partition
+ * cooldowns still keep any one copy from going back and forth).
+ */
+export function liftNodeCooldowns(cooldowns: Cooldowns): Cooldowns {
+  return { ...cooldowns, nodes: {} };
+}
+
 /** A reconfiguration that completed, whoever started it (an operator, a drain, the loop), as visibility lists it. */
 export interface ClosedReconfiguration {
   partition: string;

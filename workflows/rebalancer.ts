@@ -7,7 +7,7 @@
  * otherwise it ticks on a timer.
  * In propose mode (rebalancer-propose.ts) a tick publishes the plan instead and starts only approved steps.
  */
-import { allHandlersFinished, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   excludeUpdate,
   includeUpdate,
@@ -27,7 +27,7 @@ import {
 } from './definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
 import { proposeMode } from './rebalancer-propose';
-import { checkHold, checkOperatorNote, closedListFrom, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
+import { checkHold, checkOperatorNote, closedListFrom, liftNodeCooldowns, nodesArrived, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
@@ -115,6 +115,8 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     // A snapshot recorded by an older run lists no closed reconfigurations.
     state.cooldowns = pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner), now);
     state.lookedAt = looked;
+    if (nodesArrived(state.activeNodes, snapshot.active).length > 0 && patched('arrival-lifts-node-cooldowns')) state.cooldowns = liftNodeCooldowns(state.cooldowns);
+    if (snapshot.active !== undefined) state.activeNodes = snapshot.active;
     if (state.paused) return;
 
     const base = { at: now, steps: [], started: [], skipped: [], spreadBefore: 0, spreadAfter: 0, mean: 0, threshold: settings.planner.threshold, planningMs: 0 };

@@ -4,7 +4,7 @@ import type { InFlightMove, Proposal } from '../../planner/types';
 import type { TrackedMove } from '../../workflows/definitions';
 import { DEFAULT_PLANNER_CONFIG, planNow } from '../../planner';
 import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
-import { checkOperatorNote, closedListFrom, inFlightMoves, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
+import { checkOperatorNote, closedListFrom, inFlightMoves, liftNodeCooldowns, nodesArrived, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
@@ -85,6 +85,19 @@ describe('recordEnded and cooldowns', () => {
     expect(closedListFrom(90_000, 100_000, { partitionCooldownMs: 300_000 })).toBe(75_000);
     expect(closedListFrom(undefined, 1_000_000, { partitionCooldownMs: 300_000 })).toBe(685_000);
     expect(closedListFrom(10_000, 1_000_000, { partitionCooldownMs: 300_000 })).toBe(685_000);
+  });
+});
+
+describe('a node arriving lifts the node cooldowns', () => {
+  it('names the nodes that joined those the mean is over, none when either tick is unknown', () => {
+    expect(nodesArrived(['n1', 'n2', 'n3'], ['n1', 'n2', 'n3', 'n4'])).toEqual(['n4']);
+    expect(nodesArrived(['n1', 'n2', 'n4'], ['n1', 'n2'])).toEqual([]);
+    expect(nodesArrived(undefined, ['n1'])).toEqual([]);
+    expect(nodesArrived(['n1'], undefined)).toEqual([]);
+  });
+  it('keeps the partition cooldowns, so no copy goes back and forth', () => {
+    const moves = { 'q-1': [{ from: 'n4', to: 'n3', until: 500 }] };
+    expect(liftNodeCooldowns({ nodes: { n3: 500 }, partitions: { 'q-2': 400 }, moves })).toEqual({ nodes: {}, partitions: { 'q-2': 400 }, moves });
   });
 });
 
