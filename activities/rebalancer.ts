@@ -15,7 +15,7 @@ import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/ty
 import { drainWorkflowId, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../workflows/definitions';
 import { basisOf, staleSteps, type Holds } from '../workflows/rebalancer-approval';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
-import { inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
+import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
 import { PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
 
 export interface RebalancerDeps {
@@ -145,7 +145,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ended,
         recoveryPending: recoveryPending(topology),
         draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
-        active: topology.nodes.filter((n) => n.live && !n.draining).map((n) => n.id),
+        active: activeNodes(topology),
         // Null from the loop: an absent argument arrives as null through the payload converter.
         left: drainedNode == null ? null : drainLeft(topology, drainedNode),
         ...(closed === undefined ? {} : { closed }),

@@ -8,7 +8,7 @@ import { planNow, planToConvergence } from '../planner';
 import type { Cooldowns, Plan, PlanInput, PlannerConfig, Proposal } from '../planner/types';
 import type { RebalancerStatus } from '../workflows/definitions';
 import { planInputFor } from '../workflows/rebalancer-drain-rules';
-import { inFlightMoves, planHolds, pruneCooldowns, recoveryPending, selectStarts } from '../workflows/rebalancer-rules';
+import { activeNodes, cooldownsOnArrival, inFlightMoves, planHolds, pruneCooldowns, recoveryPending, selectStarts } from '../workflows/rebalancer-rules';
 
 export interface LoopView {
   /** running or paused: planned as the loop plans; absent: no loop answered, planned on the broker's view alone. */
@@ -47,7 +47,8 @@ export function dryRun(topology: Topology, transfers: Transfer[], loop: Rebalanc
   let input: PlanInput;
   let cooldowns = NO_COOLDOWNS;
   if (loop) {
-    cooldowns = pruneCooldowns(loop.cooldowns, now);
+    // As the loop's next look will: a node that arrived since its last one lifts the node cooldowns.
+    cooldowns = cooldownsOnArrival(pruneCooldowns(loop.cooldowns, now), loop.activeNodes, activeNodes(topology));
     input = planInputFor(topology, { inFlight: inFlightMoves(topology, loop.inFlight, transfers), cooldowns, now, ...planHolds(loop) });
   } else {
     // A drain plans with its node draining: without a loop the dry run shows the drains' steps too.

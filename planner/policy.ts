@@ -208,6 +208,10 @@ export class TickPlanner {
     this.held ??= reason;
   }
 
+  /**
+   * A node that just received copies sheds no copy until its node cooldown ends: it is not judged overloaded and
+   * drained again. Its owner roles may still go, as a handoff moves no bytes and sends back nothing it received.
+   */
   cooling(n: NodeState): boolean {
     return this.coolingNodes[n.index]! > 0;
   }
@@ -529,7 +533,7 @@ export class TickPlanner {
     const od = (n: NodeState): number => this.st.ownedDev(n, mo);
     while (this.free > 0) {
       const heavy = (n: NodeState): boolean => this.dev(n) > t;
-      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.cooling(n) && !this.excluded(n) && (od(n) > 0 || this.dev(n) > 0));
+      const sources = this.st.nodes.filter((n) => this.st.stays(n) && !this.excluded(n) && (od(n) > 0 || this.dev(n) > 0));
       if (sources.length === 0) return;
       // Heavy nodes first, the heaviest first; then by owned partitions.
       sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? this.dev(b) - this.dev(a) : od(b) - od(a)));

@@ -348,6 +348,8 @@ export interface RebalancerState {
   lookedAt?: number;
   /** The nodes the mean was over at the last tick (live, not draining); absent in a state from an older run. */
   activeNodes?: string[];
+  /** When a node last arrived among them: reconfigurations closed before then cool no node. */
+  nodeCooldownsFrom?: number;
   moves: { started: number; completed: number; cancelled: number; aborted: number };
   /** Moves started, by op: each a planner decision the loop acted on. Absent in a state carried from an older run. */
   startedByOp?: Record<ProposalOp, number>;

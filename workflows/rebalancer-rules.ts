@@ -84,22 +84,24 @@ export function pruneCooldowns(cooldowns: Cooldowns, now: number): Cooldowns {
   return { nodes: keep(cooldowns.nodes), partitions: keep(cooldowns.partitions), moves };
 }
 
-/**
- * The nodes that joined those the mean is over since the last tick (a node joined, came back up or was undrained),
- * from the two ticks' lists; none when either is unknown (a state or snapshot from an older run).
- */
-export function nodesArrived(before: readonly string[] | undefined, now: readonly string[] | undefined): string[] {
-  if (before === undefined || now === undefined) return [];
-  return now.filter((n) => !before.includes(n));
+/** The nodes the mean is over: live and not draining. */
+export function activeNodes(topology: Topology): string[] {
+  return topology.nodes.filter((n) => n.live && !n.draining).map((n) => n.id);
+}
+
+/** Whether a node joined those the mean is over (joined, came back up, undrained) between two looks; no when either is unknown. */
+export function nodeArrived(before: readonly string[] | undefined, now: readonly string[] | undefined): boolean {
+  return before !== undefined && now !== undefined && now.some((n) => !before.includes(n));
 }
 
 /**
- * Node cooldowns once a node arrived: each was a judgement against the old mean, that a node which just received
- * copies is not overloaded yet; with a new node to fill, the copies it received may go on to it at once (the partition
- * cooldowns still keep any one copy from going back and forth).
+ * The loop's cooldowns at a look that finds `active` nodes where its last look found `before`. Once a node arrived
+ * the node cooldowns go: each was a judgement against the old mean, that a node which just received copies is not
+ * overloaded yet; with a new node to fill, those copies may go on to it at once (the partition cooldowns stay, so no
+ * copy goes back and forth).
  */
-export function liftNodeCooldowns(cooldowns: Cooldowns): Cooldowns {
-  return { ...cooldowns, nodes: {} };
+export function cooldownsOnArrival(cooldowns: Cooldowns, before: readonly string[] | undefined, active: readonly string[] | undefined): Cooldowns {
+  return nodeArrived(before, active) ? { ...cooldowns, nodes: {} } : cooldowns;
 }
 
 /** A reconfiguration that completed, whoever started it (an operator, a drain, the loop), as visibility lists it. */
@@ -111,15 +113,19 @@ export interface ClosedReconfiguration {
   closedAt: number;
 }
 
-/** Sets a completed reconfiguration's cooldowns: its receiving node's, and its partition's from and to (longest wins). */
+/**
+ * Sets a completed reconfiguration's cooldowns: its receiving node's (unless `coolNode` is false), and its
+ * partition's from and to (longest wins).
+ */
 function cool(
   nodes: Record<string, number>,
   moves: Record<string, CooledMove[]>,
   m: { partition: string; from: string | null; to: string },
   at: number,
   config: Pick<PlannerConfig, 'nodeCooldownMs' | 'partitionCooldownMs'>,
+  coolNode = true,
 ): void {
-  nodes[m.to] = Math.max(nodes[m.to] ?? 0, at + config.nodeCooldownMs);
+  if (coolNode) nodes[m.to] = Math.max(nodes[m.to] ?? 0, at + config.nodeCooldownMs);
   const until = at + config.partitionCooldownMs;
   const list = (moves[m.partition] ??= []);
   const same = list.findIndex((c) => c.from === m.from && c.to === m.to);
@@ -143,13 +149,20 @@ const copyMoves = (cooldowns: Cooldowns): Record<string, CooledMove[]> =>
 
 /**
  * The cooldowns of reconfigurations that completed since the loop last looked, whoever started them, as those
- * of its own moves: an operator's handoff or move is intent, and the loop must not undo it within them.
+ * of its own moves: an operator's handoff or move is intent, and the loop must not undo it within them. Those
+ * that closed at or before `nodesFrom` (when a node last arrived: see `cooldownsOnArrival`) cool no node, since
+ * visibility lists a reconfiguration again on the looks within its lag.
  */
-export function recordClosed(cooldowns: Cooldowns, closed: readonly ClosedReconfiguration[], config: Pick<PlannerConfig, 'nodeCooldownMs' | 'partitionCooldownMs'>): Cooldowns {
+export function recordClosed(
+  cooldowns: Cooldowns,
+  closed: readonly ClosedReconfiguration[],
+  config: Pick<PlannerConfig, 'nodeCooldownMs' | 'partitionCooldownMs'>,
+  nodesFrom = 0,
+): Cooldowns {
   if (closed.length === 0) return cooldowns;
   const nodes = { ...cooldowns.nodes };
   const moves = copyMoves(cooldowns);
-  for (const c of closed) cool(nodes, moves, c, c.closedAt, config);
+  for (const c of closed) cool(nodes, moves, c, c.closedAt, config, c.closedAt > nodesFrom);
   return { ...cooldowns, nodes, moves };
 }
 

@@ -27,7 +27,7 @@ import {
 } from './definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
 import { proposeMode } from './rebalancer-propose';
-import { checkHold, checkOperatorNote, closedListFrom, liftNodeCooldowns, nodesArrived, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
+import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
@@ -113,9 +113,11 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     state.inFlight = ended.inFlight;
     state.moves = ended.counts;
     // A snapshot recorded by an older run lists no closed reconfigurations.
-    state.cooldowns = pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner), now);
+    // A node that arrived lifts the node cooldowns, those of what this look lists closed included (see recordClosed).
+    if (nodeArrived(state.activeNodes, snapshot.active) && patched('arrival-lifts-node-cooldowns')) state.nodeCooldownsFrom = now;
+    state.cooldowns = pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner, state.nodeCooldownsFrom), now);
+    if (state.nodeCooldownsFrom === now) state.cooldowns = cooldownsOnArrival(state.cooldowns, state.activeNodes, snapshot.active);
     state.lookedAt = looked;
-    if (nodesArrived(state.activeNodes, snapshot.active).length > 0 && patched('arrival-lifts-node-cooldowns')) state.cooldowns = liftNodeCooldowns(state.cooldowns);
     if (snapshot.active !== undefined) state.activeNodes = snapshot.active;
     if (state.paused) return;
 

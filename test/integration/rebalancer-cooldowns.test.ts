@@ -12,7 +12,7 @@ import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
 import { holders } from '../../workflows/rebalancer-rules';
-import { cli, eventually, logger, startLoopSuite, stopLoopSuite, type LoopSuite } from './helpers';
+import { cli, eventually, logger, loopRunId, replayAndKeep, startLoopSuite, stopLoopSuite, type LoopSuite } from './helpers';
 
 const taskQueue = `rebalancer-cooldowns-${process.pid}`;
 const SETTINGS: RebalancerSettings = { planner: DEFAULT_PLANNER_CONFIG, tickMs: 1_000, ticksPerRun: 200 };
@@ -167,5 +167,27 @@ describe('rebalancer loop with the default cooldowns', () => {
     } finally {
       if (!resumed) await setPaused(suite.client, suite.scope, false, { by: 'test', reason: 'test over' });
     }
+  });
+
+  it('a node that returns lifts the node cooldowns: copies that just arrived elsewhere may go on to it at once', async () => {
+    await quiet('the cluster at rest before the drain', 120_000);
+    expect((await cli('drain', 'n5', '--wait', '--reason', 'maintenance', '--json')).code).toBe(0);
+    const before = await quiet('the loop at rest after the drain', 120_000);
+    // An operator's move onto n1 gives the loop a node cooldown that holds n1 as a source for a minute.
+    const p = before.topology.partitions.find((x) => !holders(x).includes('n1') && x.followers.length > 0)!;
+    expect((await cli('move', p.id, '--from', p.followers[0]!, '--to', 'n1', '--wait', '--reason', 'operator intent', '--json')).code).toBe(0);
+    await eventually("the loop recording the operator's move", async () => ((await status()).cooldowns.nodes.n1 ?? 0) > Date.now() + 10_000 || undefined);
+    const back = Date.now();
+    expect((await cli('undrain', 'n5', '--reason', 'maintenance done', '--json')).code).toBe(0);
+    const lifted = await eventually('the loop lifting the node cooldowns as n5 returns', async () => {
+      const s = await status();
+      return s.lastPlan && s.lastPlan.at > back && s.cooldowns.nodes.n1 === undefined ? s : undefined;
+    }, 20_000);
+    expect(lifted.activeNodes).toContain('n5');
+    // The partition cooldowns stay: the operator's copy is still not moved off n1.
+    expect(lifted.cooldowns.moves?.[p.id]).toContainEqual({ from: p.followers[0], to: 'n1', until: expect.any(Number) });
+    const settled = await quiet('every node within the threshold after n5 returned', 120_000, (t) => deviation(t) <= SETTINGS.planner.threshold);
+    expect(settled.topology.partitions.some((x) => holders(x).includes('n5'))).toBe(true);
+    await replayAndKeep(suite.client, suite.w.rebalancerWorkflowId!, 'rebalancer-arrival-lifts-node-cooldowns', await loopRunId(suite.client, suite.w));
   });
 });

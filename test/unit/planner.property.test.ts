@@ -142,7 +142,8 @@ function tickViolation({ input, config }: Case, plan: Plan): string | null {
     seen.add(s.partition);
     if ((input.cooldowns.partitions[s.partition] ?? 0) > input.now) return `${s.partition} is cooling down`;
     const from = nodes.get(s.from)!;
-    if (!from.draining && (input.cooldowns.nodes[s.from] ?? 0) > input.now) return `${s.from} is cooling down`;
+    // A cooling node sheds no copy; its owner roles may go (a handoff sends back nothing it received).
+    if (!from.draining && s.op !== 'owner_handoff' && (input.cooldowns.nodes[s.from] ?? 0) > input.now) return `${s.from} is cooling down`;
     const to = nodes.get(s.to)!;
     if (!to.live || to.draining) return `${s.to} is dead or draining`;
     // A suspended copy on a down node cannot rejoin until its node returns, so it holds nothing up.
@@ -392,7 +393,8 @@ describe('planner plans pinned', () => {
    * not change a single proposal, reason or figure of a plan (sha256 of the plans in order). Re-pinned when a rule
    * changes on purpose (a down draining node sheds its follower copies: the random clusters include such nodes;
    * idle reasons name the blocker and when a cooldown ends: the steps stayed the same; owner roles also even out
-   * the total score where no copy can move, and lost copies count in the mean: 1037 steps became 1023).
+   * the total score where no copy can move, a cooling node may still hand off owner roles, and lost copies count in
+   * the mean: 1037 steps became 1024).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -408,7 +410,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1023, sha: '8ae30d1702ae49f80ba73072f2e6b0e1b5d1b08d0301aabd2a4a888300bbaa4e' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1024, sha: 'c3772f0eb952ed035b7826b7b2c917deadbcecaceda32b76cb1a47852541e00f' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {

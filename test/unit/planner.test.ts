@@ -88,7 +88,7 @@ describe('planner: the policy', () => {
     expect(planToConvergence(input(t), config).steps).toEqual([]);
   });
 
-  it('respects cooldowns: a cooling node sheds nothing, a cooling partition is not touched', () => {
+  it('respects cooldowns: a cooling node sheds no copy, a cooling partition is not touched', () => {
     const t = ring(4, 1, 10);
     const cooldowns = { nodes: { n0: 1000, n1: 1000, n2: 1000 }, partitions: { 'q-3': 1000, 'q-7': 1000 } };
     const plan = planNow(input(t, { cooldowns, now: 0 }), { ...config, maxTransfersPerCluster: 100, maxTransfersPerNode: 100 });
@@ -152,6 +152,9 @@ describe('planner: the policy', () => {
     expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
     // The plan's result is a fixed point: the owned-count rule does not hand ownership back onto n1.
     expect(planToConvergence(input(afterSteps(t, plan.steps)), config).steps).toEqual([]);
+    // n1 just received copies (a repair put them there): cooling, it sheds no copy, but its owner roles still go.
+    const cooling = planToConvergence(input(t, { cooldowns: { nodes: { n1: 1e12 }, partitions: {} } }), config);
+    expect(cooling.steps.filter((s) => s.from === 'n1').map((s) => s.op)).toEqual(shed.map(() => 'owner_handoff'));
   });
 
   it('a node below the band pulls an owner role from one above the mean when no copy can move (every node holds every partition)', () => {

@@ -4,7 +4,7 @@ import type { InFlightMove, Proposal } from '../../planner/types';
 import type { TrackedMove } from '../../workflows/definitions';
 import { DEFAULT_PLANNER_CONFIG, planNow } from '../../planner';
 import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
-import { checkOperatorNote, closedListFrom, inFlightMoves, liftNodeCooldowns, nodesArrived, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
+import { checkOperatorNote, closedListFrom, inFlightMoves, cooldownsOnArrival, nodeArrived, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,
@@ -80,6 +80,12 @@ describe('recordEnded and cooldowns', () => {
       moves: { 'q-1': [{ from: 'n1', to: 'n2', until: 5300 }], 'q-2': [{ from: null, to: 'n3', until: 5100 }] },
     });
     expect(start.moves['q-1']).toEqual([{ from: 'n1', to: 'n2', until: 400 }]);
+    // Listed again after a node arrived at 250: what closed before it cools no node, its partition still.
+    expect(recordClosed({ nodes: {}, partitions: {} }, closed, config, 250)).toEqual({
+      nodes: { n2: 1300 },
+      partitions: {},
+      moves: { 'q-1': [{ from: 'n1', to: 'n2', until: 5300 }], 'q-2': [{ from: null, to: 'n3', until: 5100 }] },
+    });
   });
   it('lists closed reconfigurations from the last look less the visibility slack, never further back than a partition cooldown', () => {
     expect(closedListFrom(90_000, 100_000, { partitionCooldownMs: 300_000 })).toBe(75_000);
@@ -89,15 +95,17 @@ describe('recordEnded and cooldowns', () => {
 });
 
 describe('a node arriving lifts the node cooldowns', () => {
-  it('names the nodes that joined those the mean is over, none when either tick is unknown', () => {
-    expect(nodesArrived(['n1', 'n2', 'n3'], ['n1', 'n2', 'n3', 'n4'])).toEqual(['n4']);
-    expect(nodesArrived(['n1', 'n2', 'n4'], ['n1', 'n2'])).toEqual([]);
-    expect(nodesArrived(undefined, ['n1'])).toEqual([]);
-    expect(nodesArrived(['n1'], undefined)).toEqual([]);
+  it('sees a node join those the mean is over, none when either look is unknown', () => {
+    expect(nodeArrived(['n1', 'n2', 'n3'], ['n1', 'n2', 'n3', 'n4'])).toBe(true);
+    expect(nodeArrived(['n1', 'n2', 'n4'], ['n1', 'n2'])).toBe(false);
+    expect(nodeArrived(undefined, ['n1'])).toBe(false);
+    expect(nodeArrived(['n1'], undefined)).toBe(false);
   });
-  it('keeps the partition cooldowns, so no copy goes back and forth', () => {
+  it('keeps the partition cooldowns, so no copy goes back and forth, and changes nothing without an arrival', () => {
     const moves = { 'q-1': [{ from: 'n4', to: 'n3', until: 500 }] };
-    expect(liftNodeCooldowns({ nodes: { n3: 500 }, partitions: { 'q-2': 400 }, moves })).toEqual({ nodes: {}, partitions: { 'q-2': 400 }, moves });
+    const c = { nodes: { n3: 500 }, partitions: { 'q-2': 400 }, moves };
+    expect(cooldownsOnArrival(c, ['n1', 'n3'], ['n1', 'n3', 'n4'])).toEqual({ nodes: {}, partitions: { 'q-2': 400 }, moves });
+    expect(cooldownsOnArrival(c, ['n1', 'n3', 'n4'], ['n1', 'n3'])).toBe(c);
   });
 });
 
