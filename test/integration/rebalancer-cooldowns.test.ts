@@ -186,8 +186,8 @@ describe('rebalancer loop with the default cooldowns', () => {
     expect(lifted.activeNodes).toContain('n5');
     // The partition cooldowns stay: the operator's copy is still not moved off n1.
     expect(lifted.cooldowns.moves?.[p.id]).toContainEqual({ from: p.followers[0], to: 'n1', until: expect.any(Number) });
-    const settled = await quiet('every node within the threshold after n5 returned', 120_000, (t) => deviation(t) <= SETTINGS.planner.threshold);
-    expect(settled.topology.partitions.some((x) => holders(x).includes('n5'))).toBe(true);
+    // n5 fills again at once; what the earlier tests' moves just put on other nodes waits out its partition cooldown.
+    await eventually('n5 receiving copies again', async () => ((await suite.cluster.client.topology()).partitions.some((x) => holders(x).includes('n5')) ? true : undefined), 60_000);
     await replayAndKeep(suite.client, suite.w.rebalancerWorkflowId!, 'rebalancer-arrival-lifts-node-cooldowns', await loopRunId(suite.client, suite.w));
   });
 });
