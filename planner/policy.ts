@@ -443,9 +443,14 @@ export class TickPlanner {
         return;
       }
       const { p, s, r, imp } = best;
-      const side = (n: NodeState, d: number): string => `${n.id} (score ${f2(d + this.st.mean)}${d > t ? ` > mean + ${t}` : d < -t ? ` < mean - ${t}` : ''})`;
-      this.followerMove(p, s, r, `${side(s, this.dev(s))} sheds to ${side(r, this.recvDev(r))}, mean ${f2(this.st.mean)}: their spread improves by ${f2(imp)}`);
+      this.followerMove(p, s, r, `${this.side(s, this.dev(s))} sheds to ${this.side(r, this.recvDev(r))}, mean ${f2(this.st.mean)}: their spread improves by ${f2(imp)}`);
     }
+  }
+
+  /** A node in a step's reason: its id, and its score (mean + deviation `d`) with the side of the band it is outside. */
+  side(n: NodeState, d: number): string {
+    const t = this.ctx.config.threshold;
+    return `${n.id} (score ${f2(d + this.st.mean)}${d > t ? ` > mean + ${t}` : d < -t ? ` < mean - ${t}` : ''})`;
   }
 
   /** The better of `best` and moving p from s (deviation ds, dS after) to r. */
@@ -518,13 +523,13 @@ export class TickPlanner {
   }
 
   /**
-   * Owner handoffs to an admitted follower. Two reasons, each under its two-sided band rule: owned partitions per
-   * capacity (`od`), with the totals kept from spreading further; and the total score where it is still outside the
-   * band once no follower move helps (the zone rule can hold every copy of a zone's only node, see `zoneBound`, and
-   * keep every copy a node of another zone could take away from it): owner roles, the part of the load a handoff
-   * moves, go from a follower above the mean to one below it, one of them outside the band, as long as the pair's total spread
-   * improves: the total is the note's load score, and owned counts give way to it where both cannot be met (the
-   * owned rule then hands nothing back, as that would take the total out of the band again).
+   * Owner handoffs to an admitted follower, once no follower move is in flight or proposed. Two reasons, each under
+   * its two-sided band rule. The total score, where it is still outside the band (the zone rule can hold every copy
+   * of a zone's only node, see `zoneBound`, or keep away every copy a node could take): owner roles, the part of the
+   * load a handoff moves, go from a node above the mean to a follower below it, one of them outside the band, while
+   * the pair's spread improves. Then owned partitions per capacity (`od`), with the totals kept from spreading
+   * further. The total is the note's load score: owned counts give way to it where both cannot be met, and the owned
+   * rule hands nothing back, as that would take a total out of the band again.
    */
   balanceOwners(): void {
     const t = this.ctx.config.threshold;
@@ -594,9 +599,8 @@ export class TickPlanner {
         return;
       }
       const { p, s, d, imp, byTotal } = best;
-      const side = (n: NodeState): string => `${n.id} (score ${f2(this.st.steady(n))}${this.dev(n) > t ? ` > mean + ${t}` : this.dev(n) < -t ? ` < mean - ${t}` : ''})`;
       const why = byTotal
-        ? `${side(s)} hands an owner role to ${side(d)}, an admitted follower below the mean: their spread improves by ${f2(imp)}`
+        ? `${this.side(s, this.dev(s))} hands an owner role to ${this.side(d, this.dev(d))}, an admitted follower below the mean: their spread improves by ${f2(imp)}`
         : `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`;
       this.handoff(p, s, d, why);
     }
