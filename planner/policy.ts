@@ -238,6 +238,27 @@ export class TickPlanner {
   }
 
   /**
+   * A new copy of p may go to `to` in place of the one on `lost` (a repair): into a zone holding no more of p's other
+   * copies than any zone with a node that could take one. Unlike a move's rule, the lost copy's zone gets no say
+   * once it has no such node: a zone whose only node was lost leaves the copy to the next emptiest zone, rather than
+   * the partition a copy short for good.
+   */
+  canAdd(p: number, to: NodeState, lost: NodeState): boolean {
+    const st = this.st;
+    if (st.holds(p, to.index) || this.ctx.moved.get(p)?.has(to.index)) return false;
+    const inZone = (zone: string): number => {
+      let c = 0;
+      for (let i = p * st.stride, e = i + st.copyCount[p]!; i < e; i++) if (st.copyNode[i] !== lost.index && st.nodes[st.copyNode[i]!]!.zone === zone) c++;
+      return c;
+    };
+    const mine = inZone(to.zone);
+    for (const r of st.nodes) {
+      if (r.zone !== to.zone && st.stays(r) && !r.suspended && !this.excluded(r) && !st.holds(p, r.index) && inZone(r.zone) < mine) return false;
+    }
+    return true;
+  }
+
+  /**
    * Why no copy on n may leave it, or null: each is a stream or is held by the zone rule (no other node that stays
    * may take it without a zone getting more copies of its partition than n's zone keeps; transfer slots aside). A
    * node above the band that is zone-bound can shed owner roles only: what is left is what its zone must hold.
@@ -340,16 +361,19 @@ export class TickPlanner {
     }
   }
 
-  /** The least loaded node that may take p; a retained copy wins when taking it keeps the node within the threshold. */
-  drainTarget(p: number, d: NodeState): NodeState | null {
+  /**
+   * The least loaded node that may take p's copy from d (`fits`: the zone rule of a move, unless told otherwise); a
+   * retained copy wins when taking it keeps the node within the threshold.
+   */
+  drainTarget(p: number, d: NodeState, fits = (r: NodeState) => this.canReceive(p, r, d)): NodeState | null {
     const t = this.ctx.config.threshold;
     for (const rn of this.st.retainedAt(p)?.keys() ?? []) {
       const r = this.st.nodes[rn]!;
-      if (this.receiverOk(r) && this.canReceive(p, r, d) && this.recvDev(r) + this.st.copyDelta(p, r, false, 1) <= t) return r;
+      if (this.receiverOk(r) && fits(r) && this.recvDev(r) + this.st.copyDelta(p, r, false, 1) <= t) return r;
     }
     let best: NodeState | null = null;
     for (const r of this.st.nodes) {
-      if (!this.receiverOk(r) || !this.canReceive(p, r, d)) continue;
+      if (!this.receiverOk(r) || !fits(r)) continue;
       if (best === null || this.recvDev(r) < this.recvDev(best)) best = r;
     }
     return best;

@@ -68,7 +68,8 @@ export function underReplicated(t: Topology, replaceAfterMs: number, repairs: re
 /**
  * Repair before balance: each partition with a lost copy gets a replacement on the node a follower move would
  * choose (a retained copy first, else the least loaded node that may take it: live, staying, not rejoining, a
- * transfer slot free, no zone with more copies than before), partitions with the fewest live copies first. The
+ * transfer slot free, in a zone holding no more of the partition than any other that could: `canAdd`), partitions
+ * with the fewest live copies first. The
  * replacement only adds a copy before the lost one goes, so no partition falls further below its replication
  * factor than the loss took it. Partition cooldowns do not hold a repair back (they keep load from
  * oscillating; a missing copy is not load); a partition with a change in flight waits for it, as does one an
@@ -94,7 +95,7 @@ export function repair(tp: TickPlanner): void {
       tp.blocked ??= `repair of ${st.id(p)} (${why}) waits: ${busy}`;
       continue;
     }
-    const to = tp.drainTarget(p, l);
+    const to = tp.drainTarget(p, l, (r) => tp.canAdd(p, r, l));
     if (to === null) {
       tp.blocked ??= `repair of ${st.id(p)} (${why}): no node can take a new copy now (transfer limits, zones, copies already there)`;
       continue;

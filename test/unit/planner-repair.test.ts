@@ -124,6 +124,21 @@ describe('planner: repair before balance', () => {
     expect(drain.steps.some((s) => s.op === 'follower_replace')).toBe(false);
   });
 
+  it("replaces a copy whose zone has no node left in the emptiest zone that has one, instead of leaving it a copy short", () => {
+    // n3 was z3's only node and is lost with its disk: every partition keeps one copy in z1 and one in z2.
+    const nodes = [node('n1', { zone: 'z1' }), node('n2', { zone: 'z2' }), node('n3', { zone: 'z3' }), node('n4', { zone: 'z1' }), node('n5', { zone: 'z2' })];
+    const t = at(topology(nodes, Array.from({ length: 6 }, (_, i) => partition(`q-${i}`, i % 2 ? 'n1' : 'n2', [i % 2 ? 'n5' : 'n4', 'n3']))));
+    down(t, 'n3', 0, true);
+    const repairs = planToConvergence(input(t, { now: NOW }), config).steps.filter((s) => s.op === 'follower_replace');
+    expect(repairs.map((s) => s.partition).sort()).toEqual(t.partitions.map((p) => p.id).sort());
+    // Each went where the partition had the fewest copies: z1 and z2 hold one each, so either, never a third.
+    for (const s of repairs) expect(['n1', 'n2', 'n4', 'n5']).toContain(s.to);
+    // While z3 has a node that may take it, the copy goes there.
+    const t3 = at(topology([...nodes, node('n6', { zone: 'z3' })], t.partitions));
+    down(t3, 'n3', 0, true);
+    for (const s of planToConvergence(input(t3, { now: NOW }), config).steps.filter((x) => x.op === 'follower_replace')) expect(s.to).toBe('n6');
+  });
+
   it("counts lost copies in the mean: the plan's spread after its repairs is the spread of the topology they leave", () => {
     const t = at(ring(4, 1, 6));
     down(t, 'n1', 0, true);
