@@ -7,7 +7,7 @@
  * otherwise it ticks on a timer.
  * In propose mode (rebalancer-propose.ts) a tick publishes the plan instead and starts only approved steps.
  */
-import { allHandlersFinished, condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   excludeUpdate,
   includeUpdate,
@@ -114,7 +114,10 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     state.moves = ended.counts;
     // A snapshot recorded by an older run lists no closed reconfigurations.
     // A node that arrived lifts the node cooldowns, those of what this look lists closed included (see recordClosed).
-    if (nodeArrived(state.activeNodes, snapshot.active) && patched('arrival-lifts-node-cooldowns')) state.nodeCooldownsFrom = now;
+    // No patch: the cooldowns only feed the planner's local activity, whose recorded result a replay uses, so no
+    // command changes; and a patch right after this local activity's result would itself break replay (a query can
+    // hand the result over a task later in the first run than on replay, moving the marker).
+    if (nodeArrived(state.activeNodes, snapshot.active)) state.nodeCooldownsFrom = now;
     state.cooldowns = pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner, state.nodeCooldownsFrom), now);
     if (state.nodeCooldownsFrom === now) state.cooldowns = cooldownsOnArrival(state.cooldowns, state.activeNodes, snapshot.active);
     state.lookedAt = looked;

@@ -6,6 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startAdminFixture, type AdminFixture } from './admin-fixture';
+import { rebalancerStatus } from '../../client/rebalancer';
+import { relayScope } from '../../worker/relay';
 import { eventually } from './helpers';
 
 let f: AdminFixture;
@@ -132,9 +134,11 @@ describe('planner decisions', () => {
     const moved = await eventually(
       "the loop's moves onto n6 to end",
       async () => {
-        const [r, status] = await Promise.all([reconfigurations(), g.deps.rebalancer.status()]);
+        const [r, status, loop] = await Promise.all([reconfigurations(), g.deps.rebalancer.status(), rebalancerStatus(g.client, relayScope(g.cluster.url, `metrics-loop-${process.pid}`))]);
         const started = Object.values(status.startedByKind).reduce((a, b) => a + b, 0);
-        return r.total > 0 && r.running === 0 && started === r.total ? r : undefined;
+        // The loop's last look started nothing more: the follower moves' end may still bring owner handoffs.
+        const done = loop.lastPlan !== null && loop.lastPlan.started.length === 0 && loop.inFlight.length === 0;
+        return r.total > 0 && r.running === 0 && started === r.total && done ? r : undefined;
       },
       90_000,
     );
