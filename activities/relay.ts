@@ -200,7 +200,7 @@ class FeedRun {
       const count = covering(e);
       if (!flush && last && now - last.at < this.run.progressIntervalMs && count <= last.covering) continue;
       this.sent.set(partition, { at: now, covering: count });
-      const payload: ProgressSignal = { generation: e.generation, confirmedTail: e.confirmedTail, boundary: e.boundary, replicas: e.replicas };
+      const payload: ProgressSignal = { at: e.at, generation: e.generation, confirmedTail: e.confirmedTail, boundary: e.boundary, replicas: e.replicas };
       // Held until sent, so a heartbeat meanwhile still resumes before it.
       queue(move(partition), async () => {
         await send(move(partition), progressSignal, payload);

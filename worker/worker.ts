@@ -34,6 +34,8 @@ export interface RebalancerWorkerOptions {
   rebalancer?: RebalancerSettings;
   /** Tests replace the planner the rebalancer's activities call. */
   plan?: RebalancerDeps['plan'];
+  /** Tests add workflow interceptor modules (paths), for schedules the SDK rarely takes by itself. */
+  workflowInterceptorModules?: string[];
 }
 
 export interface RebalancerWorker {
@@ -60,6 +62,7 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     namespace: temporal.namespace,
     taskQueue: temporal.taskQueue,
     workflowsPath: WORKFLOWS_PATH,
+    ...(options.workflowInterceptorModules ? { interceptors: { workflowModules: options.workflowInterceptorModules } } : {}),
     activities: {
       ...createActivities({ cluster: options.wrapActivityCluster?.(cluster) ?? cluster, logger }),
       ...createRelayActivities({ cluster, client, logger, afterSignal: options.relayAfterSignal }),

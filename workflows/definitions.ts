@@ -191,6 +191,8 @@ export interface MoveStatus {
 
 /** Durable progress of the partition's replicas; the workflow keeps the maximum it has seen. */
 export interface ProgressSignal {
+  /** The event's time on the broker's clock (absent from relays before it was sent): stamps the progress. */
+  at?: number;
   generation: number;
   confirmedTail: number;
   boundary: number | null;

@@ -53,8 +53,9 @@ export interface TargetReport {
   /** Progress reads only. */
   phase?: TransferPhase;
   /**
-   * The broker's own stall verdict, on the workflow's clock: since when the transfer made no progress, null
-   * while it progresses, undefined when the broker does not say.
+   * The broker's own stall verdict, on the clock the watch runs on (the broker's, or before patch
+   * decide-on-timers the workflow's): since when the transfer made no progress, null while it progresses,
+   * undefined when the broker does not say.
    */
   stalledSince?: number | null;
   /** The broker paused this rebalancing transfer so that recovery transfers on T go first. */
@@ -79,6 +80,8 @@ export class TargetWatch {
   private brokerStalledSince: number | null | undefined = undefined;
   private pausedSince: number | null = null;
   private pausedTotal = 0;
+  /** The time of the latest report (or start): as of when the watch knows what it knows. */
+  lastSeen: number;
 
   constructor(
     private readonly durableOnly: boolean,
@@ -86,10 +89,12 @@ export class TargetWatch {
   ) {
     this.lastProgressAt = now;
     this.clockFrom = now;
+    this.lastSeen = now;
   }
 
   /** A new attempt (a learner added again): the stall clock and the paused time start over. */
   restart(now: number): void {
+    this.lastSeen = Math.max(this.lastSeen, now);
     this.lastProgressAt = now;
     this.clockFrom = now;
     this.pausedTotal = 0;
@@ -97,6 +102,7 @@ export class TargetWatch {
   }
 
   note(r: TargetReport, now: number): void {
+    this.lastSeen = Math.max(this.lastSeen, now);
     let progressed = r.durableOffset > this.durable;
     this.durable = Math.max(this.durable, r.durableOffset);
     if (!this.durableOnly) {
@@ -137,6 +143,17 @@ export class TargetWatch {
     if (this.paused) return 0;
     const since = this.brokerStalledSince === undefined ? this.lastProgressAt : this.brokerStalledSince;
     return since === null ? 0 : Math.max(0, now - Math.max(since, this.clockFrom));
+  }
+
+  /**
+   * When the stall going on now began, as counted (never before the attempt's start or the end of the last
+   * pause); null while the transfer progresses by the broker's word or is paused. Equal values mean the same stall.
+   */
+  stallStart(): number | null {
+    if (this.durableOnly) return this.lastProgressAt;
+    if (this.paused) return null;
+    const since = this.brokerStalledSince === undefined ? this.lastProgressAt : this.brokerStalledSince;
+    return since === null ? null : Math.max(since, this.clockFrom);
   }
 
   /** Time paused for recovery in this attempt: it extends the catch-up deadline. */

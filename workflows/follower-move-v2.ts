@@ -97,7 +97,7 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
         case 'node_down':
           return abortBeforeSwap('target_down', `${T} failed before the swap; nothing counted changed`);
         case 'stalled':
-          return abortBeforeSwap('stalled', `${T} made no progress for ${Math.round((transfer?.watch.stalledFor(Date.now()) ?? 0) / 1000)}s`);
+          return abortBeforeSwap('stalled', `${T} made no progress for ${Math.round(watch.stalledFor(T) / 1000)}s`);
         case 'deadline':
           return abortBeforeSwap('catch_up_timeout', `${T} did not catch up within the time allowed for ${formatBytes(transfer?.bytesToCopy ?? 0)}`);
         case 'recovery':

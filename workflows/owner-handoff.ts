@@ -7,13 +7,14 @@
  * and W never change. The time admission stays closed is measured on the workflow clock, from the close reply
  * to the reopen reply, shown in the status and kept in the outcome.
  */
-import { patched, proxyLocalActivities, sleep } from '@temporalio/workflow';
+import { patched, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Refusal } from '../cluster/contract';
 import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from './definitions';
 import { checkHandoff } from './handoff-rules';
 import { begin, Operation } from './steps/operation';
 import { closeAdmission, commitOwner, rejection, reopenAdmission, runStep, waitForActivation, waitForQuietPoint } from './steps/steps';
+import { legacyNow } from './steps/legacy-clock';
 import { ACTIVITY_OPTIONS, type Interrupt } from './steps/watch';
 
 /** How often the broker is re-read while admission is closed and the handoff waits for the final boundary. */
@@ -29,15 +30,21 @@ const FIRST_WAIT_MS = 2_000;
  * timers fired beside the result, could then be made on one side only. Histories without the patch read as before.
  */
 const READ_ON_TIMER = 'closed-read-on-timer';
-// A local activity: the wait that holds admission closed polls the broker with no server round trip per try.
-const { readWhenDurable } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
+// The wait that holds admission closed polls the broker in the worker, with no server round trip per try: a
+// local activity before patch decide-on-timers, a normal one after it (its result decides a branch; steps.ts).
+const { readWhenDurable: readWhenDurableLocally } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
+const { readWhenDurable } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
 
 export const DEFAULT_QUIET_POINT: Required<QuietPoint> = { maxInFlight: 100, maxWaitMs: 30_000, maxClosedMs: 30_000 };
 
-/** When admission closed (workflow clock; null while open) and the final boundary the owner reported. */
+/**
+ * When admission closed (workflow clock, for the status's admissionClosedMs; null while open), the final
+ * boundary the owner reported, and whether the maxClosedMs timer started at the close has fired.
+ */
 interface Closed {
   at: number | null;
   finalBoundary: number | null;
+  tooLong: boolean;
 }
 
 /**
@@ -48,7 +55,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
   const w = op.watch;
   const partition = w.partitionId;
   const quiet = { ...DEFAULT_QUIET_POINT, ...quietPoint };
-  const closed: Closed = { at: null, finalBoundary: null };
+  const closed: Closed = { at: null, finalBoundary: null, tooLong: false };
   /** What happened that the outcome should say beside its status (closing without a quiet point, a late cancel, ...). */
   const notes: string[] = [];
   const aborted = (code: string, reason: string): MoveOutcome => ({ status: 'aborted', partition, code, reason });
@@ -63,7 +70,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     if (w.recoveryPending) return 'recovery';
     if (op.cancelReason !== null) return 'cancel';
     if (!w.live(A) || !w.live(D)) return 'node_down';
-    if (closed.at !== null && Date.now() - closed.at >= quiet.maxClosedMs) return 'stalled';
+    if (closed.at !== null && (w.onTimers ? closed.tooLong : legacyNow() - closed.at >= quiet.maxClosedMs)) return 'stalled';
     return null;
   };
 
@@ -78,14 +85,14 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     op.setPhase('waiting_for_final_boundary');
     const onTimer = patched(READ_ON_TIMER);
     // Most handoffs end their wait here: the followers reach the final boundary within a replication round.
-    const first = await readWhenDurable(partition, fb, Math.min(quiet.maxClosedMs, FIRST_WAIT_MS));
+    const first = await (w.onTimers ? readWhenDurable : readWhenDurableLocally)(partition, fb, Math.min(quiet.maxClosedMs, FIRST_WAIT_MS));
     w.absorb(first.view, first.nodes);
     const every = Math.min(w.timing.pollMs, CLOSED_READ_MS);
     // Patched: the only read timer, armed after each read, so none is pending while a read runs.
     let readDue = false;
     let readAt = 0;
     const armRead = (): void => {
-      readAt = Date.now() + every;
+      if (!onTimer) readAt = legacyNow() + every;
       void sleep(every).then(() => {
         readDue = true;
         w.version++;
@@ -95,7 +102,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     for (;;) {
       const end = await w.waitFor(
         () => counted().every((n) => w.durable(n) >= fb),
-        () => beforeCommit() ?? ((onTimer ? readDue : Date.now() >= readAt) ? 'read' : null),
+        () => beforeCommit() ?? ((onTimer ? readDue : legacyNow() >= readAt) ? 'read' : null),
         () => {
           const behind = counted().filter((n) => w.durable(n) < fb);
           const ms = showClosed() ?? 0;
@@ -187,8 +194,11 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     closed.finalBoundary = fb;
     op.status.finalBoundary = fb;
     op.status.admissionClosedMs = 0;
-    // The stall bound is time passing, not an event: a timer wakes the wait.
-    void sleep(quiet.maxClosedMs).then(() => w.version++);
+    // The stall bound is time passing, not an event: its timer's firing is what says it passed.
+    void sleep(quiet.maxClosedMs).then(() => {
+      closed.tooLong = true;
+      w.version++;
+    });
 
     // ---- every counted copy durable at the final boundary, then one guarded write commits D at epoch + 1.
     const notDurable = await durableAtFinal(fb);

@@ -58,6 +58,7 @@ export async function startWorker(
   taskQueue: string,
   wrapActivityCluster?: RebalancerWorkerOptions['wrapActivityCluster'],
   address?: string,
+  workflowInterceptorModules?: string[],
 ): Promise<{ w: RebalancerWorker; running: Promise<void> }> {
   const w = await createRebalancerWorker({
     temporal: { address: address ?? temporalAddress(), namespace: address === undefined ? temporalNamespace() : 'default', taskQueue },
@@ -65,6 +66,7 @@ export async function startWorker(
     logger,
     wrapActivityCluster,
     relayTuning: TEST_RELAY_TUNING,
+    workflowInterceptorModules,
   });
   const running = w.run();
   return { w, running };
@@ -191,10 +193,16 @@ export async function pickMove(cluster: ClusterClient, partition: string): Promi
   return { from: p.followers[0]!, to };
 }
 
+/** Replay a workflow's history strictly under the current workflow code: a nondeterminism error fails the caller. */
+export async function replayStrictly(client: Client, workflowId: string, replayName = workflowId, runId?: string) {
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH, replayName }, history);
+  return history;
+}
+
 /** Check a finished workflow's history replays under the current workflow code; optionally keep it as a fixture. */
 export async function replayAndKeep(client: Client, workflowId: string, fixtureName: string, runId?: string): Promise<void> {
-  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-  await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH, replayName: fixtureName }, history);
+  const history = await replayStrictly(client, workflowId, fixtureName, runId);
   if (process.env.SAVE_HISTORIES === '1') {
     const dir = path.resolve(import.meta.dirname, '../fixtures/histories');
     fs.mkdirSync(dir, { recursive: true });

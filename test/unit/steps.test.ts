@@ -2,7 +2,7 @@
  * The step library's rules that need no Temporal: which refusals pass and which end each step, what the Watch
  * keeps from records, signals and reads, what interrupts a learner, and the words a wait reports.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Partition, PartitionView, Refusal } from '../../cluster/contract';
 import { classifyRemovalRefusal } from '../../workflows/follower-move-rules';
 import { Operation } from '../../workflows/steps/operation';
@@ -26,22 +26,24 @@ const partition: Partition = {
   pendingRecovery: null, admission: 'open', boundary: null, retainedCopies: [], historyBytes: 0, publishRate: 0, deliveryRate: 0,
 };
 
-function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRemaining: number }): PartitionView {
+/** A read of the partition at broker time `now`, with the learner n4's progress. */
+function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRemaining: number; stalledSince?: number | null }, now = 0): PartitionView {
   const record = { ...partition, ...p };
   return {
     partition: record,
     progress: {
-      partition: 'q-0', generation: record.generation, epoch: record.epoch, now: 0, tail: 100, confirmedTail: 90, logStart: 0, messageBytes: 1,
+      partition: 'q-0', generation: record.generation, epoch: record.epoch, now, tail: 100, confirmedTail: 90, logStart: 0, messageBytes: 1,
       boundary: null,
       replicas: learner
-        ? [{ node: 'n4', role: 'learner', ...learner, live: true, admitted: false, suspended: false, phase: 'tail', stalledSince: null, pausedForRecovery: false }]
+        ? [{ node: 'n4', role: 'learner', stalledSince: null, ...learner, live: true, admitted: false, suspended: false, phase: 'tail', pausedForRecovery: false }]
         : [],
     },
   };
 }
 
+/** A watch deciding on timers (patch decide-on-timers), with vitest's fake timers standing in for workflow timers. */
 function setup(timing = {}) {
-  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing });
+  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, true, (ms) => new Promise((r) => setTimeout(r, ms)));
   const op = new Operation({ kind: 'follower-move', partition: 'q-0', from: 'n2', to: 'n4', origin: 'operator' }, watch);
   return { watch, op };
 }
@@ -113,11 +115,17 @@ describe('what the Watch keeps', () => {
 });
 
 describe('what interrupts a learner before it counts', () => {
-  it('in order: recovery, cancel, the learner down, then stall and deadline once its transfer is watched', () => {
-    const { watch, op } = setup({ stallAbortMs: 0 });
+  beforeEach(() => vi.useFakeTimers({ now: 1_000_000 }));
+  afterEach(() => vi.useRealTimers());
+
+  it('in order: recovery, cancel, the learner down, then stall and deadline once its transfer is watched', async () => {
+    const { watch, op } = setup({ stallAbortMs: 1_000 });
     const interrupts = learnerInterrupts(op, 'n4');
     expect(interrupts()).toBeNull();
     watch.trackTransfer('n4');
+    await vi.advanceTimersByTimeAsync(999);
+    expect(interrupts()).toBeNull();
+    await vi.advanceTimersByTimeAsync(1);
     expect(interrupts()).toBe('stalled');
     watch.replica('n4').live = false;
     expect(interrupts()).toBe('node_down');
@@ -127,14 +135,48 @@ describe('what interrupts a learner before it counts', () => {
     expect(interrupts()).toBe('recovery');
   });
 
-  it('the catch-up deadline grows with the largest transfer reported', () => {
+  it('the catch-up deadline is a timer, armed again for the rest when the largest transfer reported grew', async () => {
     const { watch, op } = setup({ catchUpBaseMs: 1_000, catchUpFloorBytesPerSec: 1_000_000 });
+    const interrupts = learnerInterrupts(op, 'n4');
     watch.trackTransfer('n4');
-    const start = watch.transfer('n4')!.startedAt;
-    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 10_000_000 }));
-    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 20, bytesRemaining: 5_000_000 }));
-    expect(watch.catchUpDeadline('n4') - start).toBe(1_000 + 10_000);
-    expect(learnerInterrupts(op, 'n4')()).toBeNull();
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 10_000_000 }, 100));
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 20, bytesRemaining: 5_000_000 }, 200));
+    await vi.advanceTimersByTimeAsync(1_000 + 10_000 - 1);
+    expect(interrupts()).toBeNull();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(interrupts()).toBe('deadline');
+  });
+
+  it('the stall abort counts on the broker\'s clock and fires only for the stall it was armed for', async () => {
+    const { watch, op } = setup({ stallAbortMs: 1_000, catchUpBaseMs: 600_000 });
+    const interrupts = learnerInterrupts(op, 'n4');
+    watch.trackTransfer('n4');
+    // The broker says it progresses: no stall timer.
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 100, stalledSince: null }, 5_000));
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(interrupts()).toBeNull();
+    // Stalled since 5_300 as of 5_700 by the broker's clock: 600 ms of the 1_000 are left.
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 100, stalledSince: 5_300 }, 5_700));
+    expect(watch.stalledFor('n4')).toBe(400);
+    await vi.advanceTimersByTimeAsync(599);
+    expect(interrupts()).toBeNull();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(interrupts()).toBe('stalled');
+  });
+
+  it('progress before the stall timer fires starts the stall over', async () => {
+    const { watch, op } = setup({ stallAbortMs: 1_000, catchUpBaseMs: 600_000 });
+    const interrupts = learnerInterrupts(op, 'n4');
+    watch.trackTransfer('n4');
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 100, stalledSince: 0 }, 0));
+    await vi.advanceTimersByTimeAsync(500);
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 20, bytesRemaining: 90, stalledSince: null }, 500));
+    watch.absorb(view({ learners: ['n4'] }, { durableOffset: 20, bytesRemaining: 90, stalledSince: 600 }, 800));
+    // The first timer fires at 1_000 for a stall that ended: armed again for the one since 600 (seen 200 ms long).
+    await vi.advanceTimersByTimeAsync(500 + 799);
+    expect(interrupts()).toBeNull();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(interrupts()).toBe('stalled');
   });
 });
 
@@ -156,23 +198,23 @@ describe('waiting until durable at a boundary', () => {
 describe('the swap back after T is lost past the swap', () => {
   afterEach(() => vi.useRealTimers());
 
-  it('interrupts the removal on a cancel, or once T has been down for swapBackAfterMs in a row', () => {
+  it('interrupts the removal on a cancel, or once T has been down for swapBackAfterMs in a row', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { watch, op } = setup({ swapBackAfterMs: 5_000 });
     const lost = targetLostInterrupts(op, 'n4');
     expect(lost()).toBeNull();
     watch.replica('n4').live = false;
     expect(lost()).toBeNull();
-    vi.advanceTimersByTime(4_000);
+    await vi.advanceTimersByTimeAsync(4_000);
     expect(lost()).toBeNull();
     // T back for a moment: the bound starts over when it goes down again.
     watch.replica('n4').live = true;
     expect(lost()).toBeNull();
     watch.replica('n4').live = false;
     expect(lost()).toBeNull();
-    vi.advanceTimersByTime(4_000);
+    await vi.advanceTimersByTimeAsync(4_000);
     expect(lost()).toBeNull();
-    vi.advanceTimersByTime(1_000);
+    await vi.advanceTimersByTimeAsync(1_000);
     expect(lost()).toBe('deadline');
     op.cancelReason = 'test';
     expect(lost()).toBe('cancel');

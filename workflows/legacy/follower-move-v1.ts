@@ -24,6 +24,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities, MoveContext } from '../../activities';
 import type { GuardedWriteName, PartitionView, WriteReply } from '../../cluster/contract';
+import { legacyNow } from '../steps/legacy-clock';
 import {
   admittedSignal,
   cancelUpdate,
@@ -118,12 +119,12 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   /** The epoch a pending recovery replaces: only an activation past it clears the pending state. */
   let recoveringEpoch = -1;
   let cancelReason: string | null = null;
-  const watch = new TargetWatch(!progressRule, Date.now());
+  const watch = new TargetWatch(!progressRule, legacyNow());
   let version = 0;
   let writeSeq = 0;
   // The catch-up deadline grows with the largest transfer T has reported in this attempt (the first
   // report comes after the add-learner write), like PD's step timeouts proportional to the bytes moved.
-  let catchUpStartedAt = Date.now();
+  let catchUpStartedAt = legacyNow();
   let bytesToCopy = 0;
 
   const noteGeneration = (g: number | undefined): void => {
@@ -139,7 +140,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     } else if (durable === status.targetDurable) {
       status.bytesRemaining = Math.min(status.bytesRemaining ?? bytesRemaining, bytesRemaining);
     }
-    watch.note(report, Date.now());
+    watch.note(report, legacyNow());
   };
   const absorb = (view: PartitionView, nodes?: MoveContext['nodes']): void => {
     epoch = Math.max(epoch, view.partition.epoch);
@@ -163,7 +164,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
         bytesRemaining: t.bytesRemaining,
         phase: t.phase,
         // The broker's clock is not the workflow's: carry over how long ago the stall began.
-        stalledSince: t.stalledSince === null ? null : Date.now() - Math.max(0, view.progress.now - t.stalledSince),
+        stalledSince: t.stalledSince === null ? null : legacyNow() - Math.max(0, view.progress.now - t.stalledSince),
         pausedForRecovery: t.pausedForRecovery,
       });
     }
@@ -176,7 +177,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   setHandler(progressSignal, (p) => {
     noteGeneration(p.generation);
     const t = p.replicas.find((r) => r.node === T);
-    if (t) noteTarget({ ...t, stalledSince: t.stalled ? Date.now() : null });
+    if (t) noteTarget({ ...t, stalledSince: t.stalled ? legacyNow() : null });
     version++;
   });
   setHandler(admittedSignal, (a) => {
@@ -317,13 +318,13 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     }
   };
 
-  const stalledFor = (): number => watch.stalledFor(Date.now());
+  const stalledFor = (): number => watch.stalledFor(legacyNow());
   const passing = (code: string): boolean => PASSING.has(code) || (refusalRule && code === 'admission_closed');
 
   /** Before the swap: a recovery, a cancel, T failing or T stalling ends this attempt. */
   const catchUpDeadline = (): number =>
     catchUpStartedAt +
-    watch.pausedFor(Date.now()) +
+    watch.pausedFor(legacyNow()) +
     timing.catchUpBaseMs +
     Math.ceil((bytesToCopy / timing.catchUpFloorBytesPerSec) * 1000);
 
@@ -332,7 +333,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
     if (cancelReason !== null) return 'cancel';
     if (!targetLive) return 'target_down';
     if (stalledFor() >= timing.stallAbortMs) return 'stalled';
-    if (Date.now() >= catchUpDeadline()) return 'deadline';
+    if (legacyNow() >= catchUpDeadline()) return 'deadline';
     return null;
   };
 
@@ -435,8 +436,8 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
 
       // ---- T catches up in the background; the broker admits it to the accepted history.
       setPhase('catching_up');
-      watch.restart(Date.now());
-      catchUpStartedAt = Date.now();
+      watch.restart(legacyNow());
+      catchUpStartedAt = legacyNow();
       bytesToCopy = status.bytesRemaining ?? 0;
       let interrupt = await waitFor(() => targetAdmitted, beforeSwapInterrupt, catchUpReason);
 

@@ -107,7 +107,7 @@ async function attempts<T>(n: NewCopy<T>): Promise<{ value: T } | Ended> {
       case 'node_down':
         return withoutLearner(n, 'target_down', `${T} failed before it counted; nothing counted changed`);
       case 'stalled':
-        return withoutLearner(n, 'stalled', `${T} made no progress for ${Math.round((transfer?.watch.stalledFor(Date.now()) ?? 0) / 1000)}s`);
+        return withoutLearner(n, 'stalled', `${T} made no progress for ${Math.round(watch.stalledFor(T) / 1000)}s`);
       case 'deadline':
         return withoutLearner(n, 'catch_up_timeout', `${T} did not catch up within the time allowed for ${formatBytes(transfer?.bytesToCopy ?? 0)}`);
       case 'recovery':

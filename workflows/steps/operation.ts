@@ -8,6 +8,7 @@ import {
   CancellationScope,
   CancelledFailure,
   log,
+  patched,
   setCurrentDetails,
   setHandler,
   upsertMemo,
@@ -26,7 +27,7 @@ import {
   type ReconfigurationKind,
 } from '../definitions';
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../search-attributes';
-import { DEFAULT_TIMING, Watch } from './watch';
+import { DECIDE_ON_TIMERS, DEFAULT_TIMING, Watch } from './watch';
 
 export interface OperationSubject {
   kind: ReconfigurationKind;
@@ -210,7 +211,9 @@ export class Operation {
 
 /** An operation with its watch listening for the relay's signals and its status query and cancel installed. */
 export function begin(subject: OperationSubject, request: { timing?: Partial<MoveTiming>; reason?: string }): Operation {
-  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...request.timing });
+  // Asked once, first: an execution from before the patch keeps its local-activity reads and clock decisions
+  // for its whole life, so its history replays.
+  const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...request.timing }, patched(DECIDE_ON_TIMERS));
   const op = new Operation(subject, watch, request.reason);
   watch.listen();
   op.start();

@@ -4,6 +4,19 @@
  * themselves (tried again after retryMs) and which end it, what interrupts it, and the blocking reason it
  * reports in words. `runStep` runs any of them; compositions (one file per operation) decide what an
  * interrupt or a final refusal means for their operation.
+ *
+ * Time decisions replay identically (patch `decide-on-timers`, DECIDE_ON_TIMERS in watch.ts). Every deadline,
+ * bound and stall decision (the stall abort, the catch-up deadline, the swap-back deadline, the quiet-point
+ * bound, admission closed too long) reads state that a workflow timer, or `condition(fn, timeout)`, sets when it
+ * fires; none compares the workflow clock after a read. Progress is stamped with the broker's clock from the data
+ * (a read's `now`, an event's `at`), never with the time the workflow received it. A read whose result decides a
+ * branch is a normal activity. Why: when a query completes the workflow task a local activity ran in, sdk-core
+ * hands the result to the workflow only with the next task, at that task's later time and beside its events,
+ * while replay hands it over in the first task; a clock comparison or a check of state those events change, made
+ * right after such a read, can then take another branch on replay ("No command scheduled for event
+ * TimerStarted"). `Date.now()` and `new Date()` appear in workflow code only for data (a search attribute, a
+ * status field, a log line) and in legacy-clock.ts, for executions from before the patch: the allow-list in
+ * test/unit/workflow-clock.test.ts names each use.
  */
 import { ActivityFailure, ApplicationFailure, condition } from '@temporalio/workflow';
 import type { Rejected, WriteOutcome } from '../../activities';
@@ -11,6 +24,7 @@ import type { GuardedWriteName, Refusal, WriteAccepted, WriteReply } from '../..
 import type { MovePhase, QuietPoint } from '../definitions';
 import { formatBytes } from '../format';
 import type { Operation } from './operation';
+import { legacyNow } from './legacy-clock';
 import type { Interrupt } from './watch';
 
 /** A step that waits until the broker reaches a state (nothing is written). */
@@ -118,10 +132,8 @@ export function learnerInterrupts(op: Operation, learner: string): () => Interru
     if (op.cancelReason !== null) return 'cancel';
     if (!w.live(learner)) return 'node_down';
     // Stall and deadline run from the add-learner write on.
-    const t = w.transfer(learner);
-    if (!t) return null;
-    if (t.watch.stalledFor(Date.now()) >= w.timing.stallAbortMs) return 'stalled';
-    if (Date.now() >= w.catchUpDeadline(learner)) return 'deadline';
+    if (w.stalledTooLong(learner)) return 'stalled';
+    if (w.pastCatchUpDeadline(learner)) return 'deadline';
     return null;
   };
 }
@@ -163,7 +175,7 @@ export function waitForAdmission(op: Operation, node: string, interrupts: () => 
     describe: () => {
       const t = w.transfer(node);
       const left = formatBytes(w.replica(node).bytesRemaining);
-      const stalled = t?.watch.stalledFor(Date.now()) ?? 0;
+      const stalled = w.stalledFor(node);
       if (t?.watch.paused) {
         return `transfer to ${node} paused: recovery transfers on ${node} come first (${left} remaining; paused time counts toward neither the stall nor the catch-up limit)`;
       }
@@ -226,19 +238,34 @@ export const SWAP_BACK_AFTER_MS = 10 * 60_000;
 
 /**
  * What ends the wait for T past the swap, for the swap back: an operator's cancel (accepted only while T is
- * down), or T down for swapBackAfterMs in a row ('deadline'). T returning resets the clock.
+ * down), or T down for swapBackAfterMs in a row ('deadline'): a timer started when the wait first sees T down
+ * ends that stretch down unless T came back meanwhile. T returning resets the clock.
  */
 export function targetLostInterrupts(op: Operation, target: string): () => Interrupt | null {
   const w = op.watch;
+  const after = w.timing.swapBackAfterMs ?? SWAP_BACK_AFTER_MS;
+  /** Since when T is down: the workflow clock before patch decide-on-timers, the stretch's number after it. */
   let downSince: number | null = null;
+  let stretches = 0;
+  let expired = false;
   return () => {
     if (op.cancelReason !== null) return 'cancel';
     if (w.live(target)) {
       downSince = null;
+      expired = false;
       return null;
     }
-    downSince ??= Date.now();
-    return Date.now() - downSince >= (w.timing.swapBackAfterMs ?? SWAP_BACK_AFTER_MS) ? 'deadline' : null;
+    if (!w.onTimers) {
+      downSince ??= legacyNow();
+      return legacyNow() - downSince >= after ? 'deadline' : null;
+    }
+    if (downSince === null) {
+      const stretch = (downSince = ++stretches);
+      w.after(after, () => {
+        if (downSince === stretch) expired = true;
+      });
+    }
+    return expired ? 'deadline' : null;
   };
 }
 
@@ -400,16 +427,36 @@ export function promoteLearner(op: Operation, node: string, interrupts: () => In
 export async function waitForQuietPoint(op: Operation, quiet: QuietPoint, interrupts: () => Interrupt | null): Promise<StepEnd<'quiet' | 'bound'>> {
   const w = op.watch;
   op.setPhase('waiting_for_quiet_point');
-  const since = Date.now();
+  const bound = `closing anyway after ${Math.round(quiet.maxWaitMs / 1000)}s`;
+  if (!w.onTimers) return legacyQuietPoint(op, quiet, interrupts, bound);
+  // The bound is a timer started with the step: its firing, not the clock after a read, ends the wait.
+  let reached = false;
+  w.after(quiet.maxWaitMs, () => (reached = true));
   for (;;) {
     const why = interrupts();
     if (why) return { ok: false, interrupt: why };
     const { view } = await w.read();
     const inFlight = view.progress.tail - view.progress.confirmedTail;
     if (inFlight <= quiet.maxInFlight) return { ok: true, value: 'quiet' };
-    const left = since + quiet.maxWaitMs - Date.now();
+    if (reached) return { ok: true, value: 'bound' };
+    op.block(`waiting for a quiet point on ${w.partitionId}: ${inFlight} messages in flight (at most ${quiet.maxInFlight}); ${bound}`);
+    await condition(() => reached || interrupts() !== null, w.timing.retryMs);
+  }
+}
+
+/** The quiet point of executions from before patch decide-on-timers: the bound on the clock, read after each read. */
+async function legacyQuietPoint(op: Operation, quiet: QuietPoint, interrupts: () => Interrupt | null, bound: string): Promise<StepEnd<'quiet' | 'bound'>> {
+  const w = op.watch;
+  const since = legacyNow();
+  for (;;) {
+    const why = interrupts();
+    if (why) return { ok: false, interrupt: why };
+    const { view } = await w.read();
+    const inFlight = view.progress.tail - view.progress.confirmedTail;
+    if (inFlight <= quiet.maxInFlight) return { ok: true, value: 'quiet' };
+    const left = since + quiet.maxWaitMs - legacyNow();
     if (left <= 0) return { ok: true, value: 'bound' };
-    op.block(`waiting for a quiet point on ${w.partitionId}: ${inFlight} messages in flight (at most ${quiet.maxInFlight}); closing anyway in ${Math.ceil(left / 1000)}s`);
+    op.block(`waiting for a quiet point on ${w.partitionId}: ${inFlight} messages in flight (at most ${quiet.maxInFlight}); ${bound}`);
     await condition(() => interrupts() !== null, Math.min(w.timing.retryMs, left));
   }
 }

@@ -2,13 +2,16 @@
  * What a reconfiguration's workflow knows of the broker: the partition's generation and epoch, a pending
  * recovery, each replica's durable offset, transfer progress and liveness, who is admitted, admission and the
  * final boundary. Fed by the signal handlers of definitions.ts, by reads and by the replies of guarded writes;
- * every change bumps `version`, which is what `waitFor` waits on (with one poll timer at a time).
+ * every change bumps `version`, which is what `waitFor` waits on (with one poll timer at a time). Transfer
+ * progress is stamped with the broker's clock, and a transfer's stall abort and catch-up deadline are set by
+ * timers (the rule: steps.ts).
  */
 import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
 import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../definitions';
 import { TargetWatch, type TargetReport } from '../follower-move-rules';
+import { legacyNow } from './legacy-clock';
 
 export const DEFAULT_TIMING: MoveTiming = {
   stallReportMs: 30_000,
@@ -24,15 +27,36 @@ export const ACTIVITY_OPTIONS = {
   // Broker unreachable or restarting: keep trying.
   retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
 } as const;
-// A read is a local activity: it runs inside the workflow task, with no extra round trip through the server,
-// and reading twice after a crash is harmless.
-const { readMoveContext } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
+// Before patch decide-on-timers a read was a local activity (no server round trip); its result can reach the
+// workflow a task later in the first run than on replay (steps.ts), so a read is now a normal activity, whose
+// completion is an event in history.
+const { readMoveContext: readLocally } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 // A guarded write is a normal activity: the server records its input, so every retry sends the same body
 // under the same idempotency key and gets the first reply back.
-const { guardedWrite } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
+const { guardedWrite, readMoveContext } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
+
+/** Executions that have it read with normal activities and decide every deadline, bound and stall on timers. */
+export const DECIDE_ON_TIMERS = 'decide-on-timers';
 
 /** What ends a wait early: the step's caller decides what each means. */
 export type Interrupt = 'recovery' | 'cancel' | 'node_down' | 'stalled' | 'deadline';
+
+/** A transfer to a learner this operation added: what its stall abort and catch-up deadline are decided on. */
+export interface WatchedTransfer {
+  watch: TargetWatch;
+  /** Before the patch: the workflow clock when the attempt started. */
+  startedAt: number;
+  bytesToCopy: number;
+  /** Bumped by every new attempt: a timer armed for an earlier one changes nothing when it fires. */
+  attempt: number;
+  /** A stall timer is pending for this attempt. */
+  stallArmed: boolean;
+  /** Set by the stall timer: the stall it was armed for lasted stallAbortMs. */
+  stallExpired: boolean;
+  /** How long the deadline timers of this attempt have run, and whether the time allowed ran out. */
+  deadlineRan: number;
+  deadlineExpired: boolean;
+}
 
 /** One replica as the workflow last heard of it. */
 export interface ReplicaKnowledge {
@@ -62,7 +86,9 @@ export class Watch {
   /** Generation of the add-learner write per node: an `admitted` event older than it is from an earlier learner. */
   private readonly learnerSince = new Map<string, number>();
   /** Transfer watches of the learners this operation added, for stalls and the catch-up deadline. */
-  private readonly transfers = new Map<string, { watch: TargetWatch; startedAt: number; bytesToCopy: number }>();
+  private readonly transfers = new Map<string, WatchedTransfer>();
+  /** The latest broker clock reading seen (a read's `now`, a progress event's `at`). */
+  private brokerNow = 0;
   private readonly nodeSeq = new Map<string, number>();
   private writeSeq = 0;
   private pollDue = false;
@@ -73,6 +99,10 @@ export class Watch {
   constructor(
     readonly partitionId: string,
     readonly timing: MoveTiming,
+    /** Patch decide-on-timers: reads are normal activities and time decisions are set by timers. */
+    readonly onTimers: boolean,
+    /** The workflow timer (unit tests give a fake one). */
+    private readonly timer: (ms: number) => Promise<void> = sleep,
   ) {}
 
   replica(node: string): ReplicaKnowledge {
@@ -101,7 +131,9 @@ export class Watch {
     setHandler(progressSignal, (p) => {
       this.noteGeneration(p.generation);
       this.confirmedTail = Math.max(this.confirmedTail ?? -1, p.confirmedTail);
-      for (const r of p.replicas) this.noteReplica(r.node, { ...r, stalledSince: r.stalled ? Date.now() : null });
+      // The event's own time; a relay from before `at` existed leaves the latest broker time known.
+      const at = this.onTimers ? this.noteBrokerTime(p.at) : legacyNow();
+      for (const r of p.replicas) this.noteReplica(r.node, { ...r, stalledSince: r.stalled ? at : null }, at);
       this.version++;
     });
     setHandler(admittedSignal, (a) => {
@@ -137,7 +169,13 @@ export class Watch {
     this.recoveringEpoch = Math.max(this.recoveringEpoch, epoch);
   }
 
-  private noteReplica(node: string, report: TargetReport & { live?: boolean }): void {
+  private noteBrokerTime(at: number | undefined): number {
+    if (at !== undefined) this.brokerNow = Math.max(this.brokerNow, at);
+    return this.brokerNow;
+  }
+
+  /** `at`: the broker's time of the report, or before the patch the workflow clock when it came. */
+  private noteReplica(node: string, report: TargetReport & { live?: boolean }, at: number): void {
     const r = this.replica(node);
     if (report.durableOffset > r.durable) {
       r.durable = report.durableOffset;
@@ -149,7 +187,8 @@ export class Watch {
     const t = this.transfers.get(node);
     if (t) {
       t.bytesToCopy = Math.max(t.bytesToCopy, report.bytesRemaining);
-      t.watch.note(report, Date.now());
+      t.watch.note(report, at);
+      if (this.onTimers) this.armStall(t);
     }
   }
 
@@ -176,16 +215,15 @@ export class Watch {
   private noteProgress(progress: Progress): void {
     this.progress = progress;
     this.confirmedTail = Math.max(this.confirmedTail ?? -1, progress.confirmedTail);
+    const at = this.onTimers ? this.noteBrokerTime(progress.now) : legacyNow();
     for (const t of progress.replicas) {
-      this.noteReplica(t.node, {
-        durableOffset: t.durableOffset,
-        bytesRemaining: t.bytesRemaining,
-        phase: t.phase,
-        // The broker's clock is not the workflow's: carry over how long ago the stall began.
-        stalledSince: t.stalledSince === null ? null : Date.now() - Math.max(0, progress.now - t.stalledSince),
-        pausedForRecovery: t.pausedForRecovery,
-        live: t.live,
-      });
+      // Before the patch the stall clock ran on the workflow's clock: carry over how long ago the stall began.
+      const stalledSince = t.stalledSince === null || this.onTimers ? t.stalledSince : at - Math.max(0, progress.now - t.stalledSince);
+      this.noteReplica(
+        t.node,
+        { durableOffset: t.durableOffset, bytesRemaining: t.bytesRemaining, phase: t.phase, stalledSince, pausedForRecovery: t.pausedForRecovery, live: t.live },
+        at,
+      );
     }
   }
 
@@ -197,7 +235,7 @@ export class Watch {
 
   /** Read the partition, its progress and the nodes (a local activity) and take them in. */
   async read(): Promise<MoveContext> {
-    const ctx = await readMoveContext(this.partitionId);
+    const ctx = await (this.onTimers ? readMoveContext : readLocally)(this.partitionId);
     this.absorb(ctx.view, ctx.nodes);
     return ctx;
   }
@@ -258,31 +296,102 @@ export class Watch {
     this.replica(node).admitted = false;
   }
 
-  /** Start (or restart, for a new attempt) watching the transfer to `node`: the stall clock and deadline start now. */
-  trackTransfer(node: string, durableOnly = false): void {
-    const existing = this.transfers.get(node);
-    if (existing) {
-      existing.watch.restart(Date.now());
-      existing.startedAt = Date.now();
-      existing.bytesToCopy = this.replica(node).bytesRemaining ?? 0;
-      return;
+  /**
+   * Start (or restart, for a new attempt) watching the transfer to `node`: the stall clock and the deadline start
+   * now (the latest broker time known; before the patch, the workflow clock).
+   */
+  trackTransfer(node: string): void {
+    const now = this.onTimers ? this.brokerNow : legacyNow();
+    const bytesToCopy = this.replica(node).bytesRemaining ?? 0;
+    let t = this.transfers.get(node);
+    if (t) {
+      t.watch.restart(now);
+      Object.assign(t, { startedAt: now, bytesToCopy, attempt: t.attempt + 1, stallArmed: false, stallExpired: false, deadlineRan: 0, deadlineExpired: false });
+    } else {
+      t = { watch: new TargetWatch(false, now), startedAt: now, bytesToCopy, attempt: 0, stallArmed: false, stallExpired: false, deadlineRan: 0, deadlineExpired: false };
+      this.transfers.set(node, t);
     }
-    this.transfers.set(node, { watch: new TargetWatch(durableOnly, Date.now()), startedAt: Date.now(), bytesToCopy: this.replica(node).bytesRemaining ?? 0 });
+    if (!this.onTimers) return;
+    this.armStall(t);
+    this.armDeadline(t);
   }
 
   /** The watched transfer to `node`, if any. */
-  transfer(node: string): { watch: TargetWatch; startedAt: number; bytesToCopy: number } | undefined {
+  transfer(node: string): WatchedTransfer | undefined {
     return this.transfers.get(node);
   }
 
-  /**
-   * The catch-up deadline of the transfer to `node`: a base plus the largest transfer it reported at the floor
-   * rate (a step's timeout in proportion to the bytes it moves, like PD's), extended by time paused for recovery.
-   */
-  catchUpDeadline(node: string): number {
+  /** How long the transfer to `node` has made no progress (as of its latest report), for words. */
+  stalledFor(node: string): number {
     const t = this.transfers.get(node);
-    if (!t) return Infinity;
-    return t.startedAt + t.watch.pausedFor(Date.now()) + this.timing.catchUpBaseMs + Math.ceil((t.bytesToCopy / this.timing.catchUpFloorBytesPerSec) * 1000);
+    if (!t) return 0;
+    return t.watch.stalledFor(this.onTimers ? t.watch.lastSeen : legacyNow());
+  }
+
+  /** The transfer to `node` made no progress for stallAbortMs. */
+  stalledTooLong(node: string): boolean {
+    const t = this.transfers.get(node);
+    if (!t) return false;
+    return this.onTimers ? t.stallExpired : t.watch.stalledFor(legacyNow()) >= this.timing.stallAbortMs;
+  }
+
+  /**
+   * The transfer to `node` ran past its catch-up deadline: a base plus the largest transfer it reported at the
+   * floor rate (a step's timeout in proportion to the bytes it moves, like PD's), extended by time paused for
+   * recovery.
+   */
+  pastCatchUpDeadline(node: string): boolean {
+    const t = this.transfers.get(node);
+    if (!t) return false;
+    if (this.onTimers) return t.deadlineExpired;
+    return legacyNow() >= t.startedAt + t.watch.pausedFor(legacyNow()) + this.allowedBeforePause(t);
+  }
+
+  private allowedBeforePause(t: WatchedTransfer): number {
+    return this.timing.catchUpBaseMs + Math.ceil((t.bytesToCopy / this.timing.catchUpFloorBytesPerSec) * 1000);
+  }
+
+  /** A workflow timer whose firing changes what the watch knows: waits look again when it fires. */
+  after(ms: number, fired: () => void): void {
+    void this.timer(Math.max(1, ms)).then(() => {
+      fired();
+      this.version++;
+    });
+  }
+
+  /**
+   * One stall timer at a time per attempt, armed while the transfer is stalled for the time left to
+   * stallAbortMs (as of its latest report). It expires the stall only if that stall is the one still going on
+   * (no progress, pause or new attempt since); otherwise it arms again for the stall of the moment, if any.
+   */
+  private armStall(t: WatchedTransfer): void {
+    const start = t.watch.stallStart();
+    if (t.stallArmed || t.stallExpired || start === null) return;
+    t.stallArmed = true;
+    const attempt = t.attempt;
+    this.after(this.timing.stallAbortMs - t.watch.stalledFor(t.watch.lastSeen), () => {
+      if (t.attempt !== attempt) return;
+      t.stallArmed = false;
+      if (t.watch.stallStart() === start) t.stallExpired = true;
+      else this.armStall(t);
+    });
+  }
+
+  /**
+   * The catch-up deadline as timers: armed for the time allowed when the attempt starts; when it fires and the
+   * time allowed grew meanwhile (more bytes reported, time paused for recovery), armed again for the rest. While
+   * the transfer is paused it never expires.
+   */
+  private armDeadline(t: WatchedTransfer): void {
+    const attempt = t.attempt;
+    const allowed = () => this.allowedBeforePause(t) + t.watch.pausedFor(t.watch.lastSeen);
+    const wait = Math.max(allowed() - t.deadlineRan, t.watch.paused ? this.timing.pollMs : 0);
+    this.after(wait, () => {
+      if (t.attempt !== attempt) return;
+      t.deadlineRan += Math.max(1, wait);
+      if (!t.watch.paused && t.deadlineRan >= allowed()) t.deadlineExpired = true;
+      else this.armDeadline(t);
+    });
   }
 
   /** Wait `retryMs` after a passing refusal, or less if `stop` turns true. */
