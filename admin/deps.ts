@@ -54,6 +54,19 @@ export interface HoldView {
   since: string;
 }
 
+/** A move that ended, as the history keeps it: `outcome` is completed, cancelled or aborted, else how Temporal closed it. */
+export interface EndedRun {
+  runId: string;
+  workflowId: string;
+  partition: string;
+  kind: ReconfigurationKind | null;
+  from: string | null;
+  to: string | null;
+  /** Epoch ms. */
+  closedAt: number;
+  outcome: string;
+}
+
 /** Who asked and why: recorded by the workflow where it records it, and in the audit log. */
 export interface Requester {
   actor: string;
@@ -73,6 +86,8 @@ export interface AdminDeps {
   underReplicated(topology: Topology, moves: MoveStatus[]): UnderReplicated[];
   moves(): Promise<MoveStatus[]>;
   recentMoves(limit: number): Promise<EndedMove[]>;
+  /** Moves of this task queue that ended after `since`; the outcome is read only of runs `known` does not know. */
+  endedMoves(since: Date, known: (runId: string) => boolean): Promise<EndedRun[]>;
   show(partition: string): Promise<MoveDetail>;
   start(request: OperatorRequest, by: Requester): Promise<{ workflowId: string }>;
   cancel(partition: string, by: Requester): Promise<MoveStatus>;

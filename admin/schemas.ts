@@ -25,6 +25,12 @@ export const DrainBody = z.object({ node: NodeId, queuesOnly: z.boolean().defaul
 export const PartitionActionBody = z.object({ partition: PartitionId, reason }).strict();
 
 export const PartitionParams = z.object({ partition: PartitionId }).strict();
+export const NodeParams = z.object({ node: NodeId }).strict();
+
+/** How far back the history goes: the service keeps an hour. */
+export const HistoryQuery = z
+  .object({ minutes: z.coerce.number().pipe(z.int('expected whole minutes').min(1).max(60, 'the service keeps 60 minutes of history')).default(60) })
+  .strict();
 
 /** A plan id as propose mode's loop makes them. */
 export const PlanParams = z.object({ id: z.string().regex(/^p-[0-9a-f]{8}$/, 'a plan id: p- and 8 hex digits, for example p-3f2a9c1b') }).strict();

@@ -1,0 +1,147 @@
+/**
+ * The admin service's history store on a real SQLite file: samples read back in order, pruned to one hour by the
+ * store's clock, kept across a close and reopen; ended runs recorded once; a move's total the most it had left.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Topology } from '../../cluster/contract';
+import { bytesCopied, HISTORY_MS, HistoryStore, worstByDimension, type ClusterSample, type NodeSample } from '../../admin/history';
+import type { EndedRun } from '../../admin/deps';
+import type { NodeScore } from '../../planner/types';
+import type { MoveStatus } from '../../workflows/definitions';
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function tempFile(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'history-'));
+  dirs.push(dir);
+  return path.join(dir, 'audit.db');
+}
+
+function sample(at: number, spread: number): ClusterSample {
+  const worst = { owned: { node: 'n1', deviation: spread }, followed: null, history: null, traffic: null, sync: null };
+  return { at, spread, mean: 1, threshold: 0.1, worst, bytesPerSec: 1024 * spread, running: 1, recoveryPending: 0 };
+}
+
+function nodeAt(node: string, total: number): NodeSample {
+  return { node, total, owned: total, followed: 0, history: 0, traffic: 0, sync: 0 };
+}
+
+function ended(runId: string, closedAt: number, from: string, to: string): EndedRun {
+  return { runId, workflowId: `reconfigure-q-${runId}`, partition: `q-${runId}`, kind: 'follower-move', from, to, closedAt, outcome: 'completed' };
+}
+
+describe('HistoryStore', () => {
+  it('reads back each sample and node score in time order, with the band of the sample', () => {
+    let now = T0;
+    const store = new HistoryStore(null, () => now);
+    for (let i = 0; i < 3; i++) {
+      now = T0 + i * 5_000;
+      store.record(sample(now, i / 10), [nodeAt('n1', 1 + i / 10), nodeAt('n2', 1 - i / 10)]);
+    }
+    expect(store.samples(T0).map((s) => [s.at, s.spread])).toEqual([[T0, 0], [T0 + 5_000, 0.1], [T0 + 10_000, 0.2]]);
+    expect(store.samples(T0 + 5_000)).toHaveLength(2);
+    expect(store.samples(T0)[1]).toEqual(sample(T0 + 5_000, 0.1));
+    expect(store.nodePoints('n2', T0).map((p) => [p.at, p.total, p.mean, p.threshold])).toEqual([
+      [T0, 1, 1, 0.1],
+      [T0 + 5_000, 0.9, 1, 0.1],
+      [T0 + 10_000, 0.8, 1, 0.1],
+    ]);
+    store.close();
+  });
+
+  it('keeps one hour: samples, node scores and ended moves older than that go at the next sample', () => {
+    let now = T0;
+    const store = new HistoryStore(null, () => now);
+    store.record(sample(T0, 0.5), [nodeAt('n1', 1.5)]);
+    store.recordEnded([ended('1', T0, 'n1', 'n2')]);
+    now = T0 + HISTORY_MS;
+    store.record(sample(now, 0.4), [nodeAt('n1', 1.4)]);
+    // Exactly an hour old still counts.
+    expect(store.samples(0)).toHaveLength(2);
+    now = T0 + HISTORY_MS + 1;
+    store.record(sample(now, 0.3), [nodeAt('n1', 1.3)]);
+    expect(store.samples(0).map((s) => s.at)).toEqual([T0 + HISTORY_MS, T0 + HISTORY_MS + 1]);
+    expect(store.nodePoints('n1', 0).map((p) => p.total)).toEqual([1.4, 1.3]);
+    expect(store.ended(0)).toEqual([]);
+    store.close();
+  });
+
+  it('survives a close and reopen on the same file', () => {
+    const file = tempFile();
+    let now = T0;
+    const first = new HistoryStore(file, () => now);
+    first.record(sample(T0, 0.2), [nodeAt('n1', 1.2)]);
+    first.recordEnded([ended('7', T0, 'n1', 'n3')]);
+    first.progress([move(30_000)], null);
+    first.close();
+
+    now = T0 + 5_000;
+    const again = new HistoryStore(file, () => now);
+    again.record(sample(now, 0.1), [nodeAt('n1', 1.1)]);
+    expect(again.samples(0).map((s) => s.spread)).toEqual([0.2, 0.1]);
+    expect(again.nodePoints('n1', 0).map((p) => p.total)).toEqual([1.2, 1.1]);
+    expect(again.knowsRun('7')).toBe(true);
+    // The move's total seen before the restart still counts after it.
+    expect(again.progress([move(20_000)], null)[0]).toMatchObject({ bytesTotal: 30_000, bytesCopied: 10_000 });
+    again.close();
+  });
+
+  it('records an ended run once and lists a node\'s moves in and out', () => {
+    const store = new HistoryStore(null, () => T0);
+    store.recordEnded([ended('1', T0, 'n1', 'n2'), ended('2', T0 + 1, 'n3', 'n1')]);
+    store.recordEnded([{ ...ended('1', T0, 'n1', 'n2'), outcome: 'aborted' }, ended('3', T0 + 2, 'n2', 'n3')]);
+    expect(store.ended(0).map((r) => [r.runId, r.outcome])).toEqual([['1', 'completed'], ['2', 'completed'], ['3', 'completed']]);
+    expect(store.ended(0, 'n1').map((r) => r.runId)).toEqual(['1', '2']);
+    store.close();
+  });
+});
+
+function move(bytesRemaining: number | null, over: Partial<MoveStatus> = {}): MoveStatus {
+  return {
+    kind: 'follower-move', partition: 'q-1', from: 'n1', to: 'n6', origin: 'planner', phase: 'catching_up', bytesRemaining, boundary: null,
+    targetDurable: null, blockingReason: null, epoch: 1, generation: 1, retries: 0, outcome: null, ...over,
+  } as MoveStatus;
+}
+
+describe('a move\'s progress', () => {
+  it('counts copied bytes from the most the move, or the broker\'s transfer to its target, had left', () => {
+    const store = new HistoryStore(null);
+    const transfer = (bytes: number) => [{ partition: 'q-1', node: 'n6', kind: 'rebalance' as const, bytesRemaining: bytes, pausedForRecovery: false }];
+    // The broker is ahead of the workflow: its transfer had 30 MB left before the workflow first reported.
+    expect(store.progress([move(null)], transfer(30_000_000))[0]).toMatchObject({ bytesTotal: null, bytesCopied: null });
+    expect(store.progress([move(28_000_000)], transfer(27_000_000))[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 2_000_000 });
+    // Read without the broker (the API's own reads) the total stays.
+    expect(store.progress([move(19_600_000)], null)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 10_400_000 });
+    // Once the move no longer runs its total is forgotten: the next move of the partition starts anew.
+    store.progress([], null);
+    expect(store.progress([move(5_000)], null)[0]).toMatchObject({ bytesTotal: 5_000, bytesCopied: 0 });
+    store.close();
+  });
+});
+
+describe('sample figures', () => {
+  const score = (node: string, owned: number, traffic: number, over: Partial<NodeScore> = {}): NodeScore =>
+    ({ node, zone: 'z1', capacity: 1, live: true, draining: false, owned, followed: 0, history: 0, traffic, sync: 0, total: owned + traffic, ...over });
+
+  it('names, per dimension, the live node furthest from that dimension\'s mean', () => {
+    const worst = worstByDimension([score('n1', 0.3, 0.1), score('n2', 0.3, 0.4), score('n3', 0, 0.4), score('n4', 2, 2, { live: false })]);
+    expect(worst.owned).toEqual({ node: 'n3', deviation: expect.closeTo(-0.2) as number });
+    expect(worst.traffic).toEqual({ node: 'n1', deviation: expect.closeTo(-0.2) as number });
+    expect(worst.followed).toEqual({ node: 'n1', deviation: 0 });
+  });
+
+  it('counts bytes copied: what running transfers have less left, all of one whose node now holds a copy', () => {
+    const topology = { partitions: [{ id: 'q-1', owner: 'n1', followers: ['n2', 'n6'] }, { id: 'q-2', owner: 'n1', followers: ['n2', 'n3'] }] } as unknown as Topology;
+    const before = new Map([['q-1 n6', 1_000], ['q-2 n6', 5_000], ['q-3 n6', 9_000]]);
+    const now = [{ partition: 'q-3', node: 'n6', kind: 'rebalance' as const, bytesRemaining: 4_000, pausedForRecovery: false }];
+    // q-1 caught up (n6 follows it now): its last 1,000; q-2's transfer ended without n6 holding it: nothing.
+    expect(bytesCopied(before, now, topology)).toBe(1_000 + 5_000);
+  });
+});
