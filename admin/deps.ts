@@ -3,7 +3,7 @@
  * provides them: `createAdminDeps` wires the real ones (Temporal, the broker, the planner, the rebalancer), and
  * a test may replace one.
  */
-import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
+import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { UnderReplicated } from '../planner/repair';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
@@ -108,6 +108,8 @@ export interface AdminDeps {
    * last hour. `drain` names one drain (its workflow id and start), so a later drain of the node counts anew.
    */
   drainDecisions(): Promise<{ drain: string; startedByKind: Partial<Record<ReconfigurationKind, number>> }[]>;
+  /** A page of the broker's event feed after `after`, at most `limit` events. */
+  events(after: number, limit: number): Promise<EventsPage>;
   /** Events of the broker's feed the progress relay has not delivered yet; null when unknown. */
   relayLag(): Promise<number | null>;
 }

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { Topology, Transfer } from '../cluster/contract';
+import type { ClusterEvent, Topology, Transfer } from '../cluster/contract';
 import type { NodeScore } from '../planner/types';
 import type { MoveStatus } from '../workflows/definitions';
 import type { AdminDeps, EndedRun, ScoresView } from './deps';
@@ -58,7 +58,17 @@ export class HistoryStore {
       CREATE TABLE IF NOT EXISTS history_ended (
         run_id TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, partition TEXT NOT NULL, kind TEXT, from_node TEXT,
         to_node TEXT, closed_at INTEGER NOT NULL, outcome TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS move_peak (move TEXT PRIMARY KEY, bytes INTEGER NOT NULL);`);
+      CREATE TABLE IF NOT EXISTS move_peak (move TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS history_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);`);
+  }
+
+  /** Where reading the broker's event feed goes on from (0 before the first read). */
+  feedCursor(): number {
+    return this.db.prepare<[], { value: number }>("SELECT value FROM history_meta WHERE key = 'feed_cursor'").get()?.value ?? 0;
+  }
+
+  setFeedCursor(cursor: number): void {
+    this.db.prepare("INSERT OR REPLACE INTO history_meta (key, value) VALUES ('feed_cursor', ?)").run(cursor);
   }
 
   /** One sample and the nodes' scores at it; drops what is older than an hour. */
@@ -123,10 +133,11 @@ export class HistoryStore {
 
   /**
    * Each running move with the bytes it copies in all: the most it was ever seen to have left, by the workflow or
-   * (ahead of it) by the broker's transfer to its target. Remembered here, so a move whose start no page watched,
-   * or that began before a restart, still shows what it copied; forgotten once the move no longer runs.
+   * by the broker's transfer to its target (`transfers`: the most each transfer, `partition node`, had left, from
+   * the broker's progress events, which are ahead of the workflow's reports). Remembered here, so a move that
+   * began before a restart still shows what it copied; forgotten once the move no longer runs.
    */
-  progress(running: MoveStatus[], transfers: Transfer[] | null): MoveProgress[] {
+  progress(running: MoveStatus[], transfers: ReadonlyMap<string, number>): MoveProgress[] {
     const read = this.db.prepare<[string], { bytes: number }>('SELECT bytes FROM move_peak WHERE move = ?');
     const write = this.db.prepare('INSERT OR REPLACE INTO move_peak (move, bytes) VALUES (?, ?)');
     return this.db.transaction(() => {
@@ -134,7 +145,7 @@ export class HistoryStore {
       const out = running.map((m) => {
         const key = `${m.partition} ${m.kind} ${m.from ?? '+'}>${m.to}`;
         keys.push(key);
-        const broker = transfers?.filter((t) => t.partition === m.partition && t.node === m.to).reduce((sum, t) => sum + t.bytesRemaining, 0) ?? 0;
+        const broker = transfers.get(`${m.partition} ${m.to}`) ?? 0;
         const known = read.get(key)?.bytes ?? 0;
         const peak = Math.max(known, broker, m.bytesRemaining ?? 0);
         if (peak > known) write.run(key, peak);
@@ -166,6 +177,21 @@ export function worstByDimension(nodes: NodeScore[]): ClusterSample['worst'] {
 }
 
 /**
+ * The most each transfer (`partition node`) had left, taken in from the broker's progress events in feed order: a
+ * report of nothing left (caught up) ends the transfer, so the next one to that node starts its count anew.
+ */
+export function notePeaks(peaks: Map<string, number>, events: ClusterEvent[]): void {
+  for (const e of events) {
+    if (e.type !== 'progress') continue;
+    for (const r of e.replicas) {
+      const key = `${e.partition} ${r.node}`;
+      if (r.bytesRemaining === 0) peaks.delete(key);
+      else peaks.set(key, Math.max(peaks.get(key) ?? 0, r.bytesRemaining));
+    }
+  }
+}
+
+/**
  * Bytes the broker's transfers copied between two looks: what each still running has less left, and all that was
  * left of one that ended with its node holding a copy (caught up); one that ended otherwise (cancelled, node lost)
  * copied nothing that stays.
@@ -186,9 +212,13 @@ export function bytesCopied(before: Map<string, number>, transfers: Transfer[], 
   return copied;
 }
 
+const FEED_PAGE = 10_000;
+
 export interface Sampler {
   /** Why the last sample failed (the broker or Temporal did not answer), null when it did not. */
   lastError(): string | null;
+  /** The running moves with their bytes copied, the broker's feed read up to now first. */
+  progress(running: MoveStatus[]): Promise<MoveProgress[]>;
   /** Resolves once a sample under way has ended, so the store can be closed after. */
   stop(): Promise<void>;
 }
@@ -211,12 +241,25 @@ export function startSampler(options: {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let current: Promise<void> = Promise.resolve();
+  const peaks = new Map<string, number>();
+  // One reader of the feed at a time: the sampler and the API's reads of moves both catch up through it.
+  let feed: Promise<void> = Promise.resolve();
+  const readFeed = () =>
+    (feed = feed.catch(() => undefined).then(async () => {
+      for (;;) {
+        const page = await deps.events(store.feedCursor(), FEED_PAGE);
+        notePeaks(peaks, page.events);
+        store.setFeedCursor(page.cursor);
+        if (page.events.length < FEED_PAGE) return;
+      }
+    }));
 
   const sample = async () => {
     const at = Date.now();
     const [topology, budget, running] = await Promise.all([deps.topology(), deps.syncBudget(), options.moves()]);
     const view: ScoresView = deps.scores(topology, running);
-    store.progress(running, budget.transfers);
+    await readFeed();
+    store.progress(running, peaks);
     const copied = previous ? bytesCopied(previous.transfers, budget.transfers, topology) : 0;
     const seconds = previous ? (at - previous.at) / 1000 : 0;
     store.record(
@@ -249,6 +292,11 @@ export function startSampler(options: {
   current = loop();
   return {
     lastError: () => error,
+    async progress(running) {
+      // A feed the broker does not answer leaves the totals as last read.
+      await readFeed().catch(() => undefined);
+      return store.progress(running, peaks);
+    },
     async stop() {
       stopped = true;
       clearTimeout(timer);

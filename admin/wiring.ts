@@ -199,6 +199,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       for (const runId of endedDrains.keys()) if (!listed.has(runId)) endedDrains.delete(runId);
       return found;
     },
+    events: (after, limit) => cluster.events(after, { limit }),
     async relayLag() {
       // The feed's head, read forward from where the last look ended: cheap however long the feed is.
       for (;;) {

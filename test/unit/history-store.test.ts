@@ -6,12 +6,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Topology } from '../../cluster/contract';
-import { bytesCopied, HISTORY_MS, HistoryStore, worstByDimension, type ClusterSample, type NodeSample } from '../../admin/history';
+import type { ClusterEvent, Topology } from '../../cluster/contract';
+import { bytesCopied, HISTORY_MS, HistoryStore, notePeaks, worstByDimension, type ClusterSample, type NodeSample } from '../../admin/history';
 import type { EndedRun } from '../../admin/deps';
 import type { NodeScore } from '../../planner/types';
 import type { MoveStatus } from '../../workflows/definitions';
 
+const NONE = new Map<string, number>();
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const dirs: string[] = [];
 afterEach(() => {
@@ -79,7 +80,8 @@ describe('HistoryStore', () => {
     const first = new HistoryStore(file, () => now);
     first.record(sample(T0, 0.2), [nodeAt('n1', 1.2)]);
     first.recordEnded([ended('7', T0, 'n1', 'n3')]);
-    first.progress([move(30_000)], null);
+    first.progress([move(30_000)], NONE);
+    first.setFeedCursor(4_242);
     first.close();
 
     now = T0 + 5_000;
@@ -88,8 +90,9 @@ describe('HistoryStore', () => {
     expect(again.samples(0).map((s) => s.spread)).toEqual([0.2, 0.1]);
     expect(again.nodePoints('n1', 0).map((p) => p.total)).toEqual([1.2, 1.1]);
     expect(again.knowsRun('7')).toBe(true);
+    expect(again.feedCursor()).toBe(4_242);
     // The move's total seen before the restart still counts after it.
-    expect(again.progress([move(20_000)], null)[0]).toMatchObject({ bytesTotal: 30_000, bytesCopied: 10_000 });
+    expect(again.progress([move(20_000)], NONE)[0]).toMatchObject({ bytesTotal: 30_000, bytesCopied: 10_000 });
     again.close();
   });
 
@@ -113,15 +116,23 @@ function move(bytesRemaining: number | null, over: Partial<MoveStatus> = {}): Mo
 describe('a move\'s progress', () => {
   it('counts copied bytes from the most the move, or the broker\'s transfer to its target, had left', () => {
     const store = new HistoryStore(null);
-    const transfer = (bytes: number) => [{ partition: 'q-1', node: 'n6', kind: 'rebalance' as const, bytesRemaining: bytes, pausedForRecovery: false }];
+    const peaks = new Map<string, number>();
+    const progress = (node: string, bytesRemaining: number, partition = 'q-1'): ClusterEvent =>
+      ({ type: 'progress', seq: 1, at: 1, partition, generation: 1, confirmedTail: 1, boundary: null, replicas: [{ node, durableOffset: 0, bytesRemaining, stalled: false, pausedForRecovery: false }] });
     // The broker is ahead of the workflow: its transfer had 30 MB left before the workflow first reported.
-    expect(store.progress([move(null)], transfer(30_000_000))[0]).toMatchObject({ bytesTotal: null, bytesCopied: null });
-    expect(store.progress([move(28_000_000)], transfer(27_000_000))[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 2_000_000 });
+    notePeaks(peaks, [progress('n6', 30_000_000), progress('n6', 29_000_000), progress('n2', 5, 'q-2')]);
+    expect(store.progress([move(null)], peaks)[0]).toMatchObject({ bytesTotal: null, bytesCopied: null });
+    notePeaks(peaks, [progress('n6', 27_000_000)]);
+    expect(store.progress([move(28_000_000)], peaks)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 2_000_000 });
     // Read without the broker (the API's own reads) the total stays.
-    expect(store.progress([move(19_600_000)], null)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 10_400_000 });
+    expect(store.progress([move(19_600_000)], NONE)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 10_400_000 });
     // Once the move no longer runs its total is forgotten: the next move of the partition starts anew.
-    store.progress([], null);
-    expect(store.progress([move(5_000)], null)[0]).toMatchObject({ bytesTotal: 5_000, bytesCopied: 0 });
+    store.progress([], NONE);
+    expect(store.progress([move(5_000)], NONE)[0]).toMatchObject({ bytesTotal: 5_000, bytesCopied: 0 });
+    // A transfer the broker reports caught up ends: the next one to that node counts from its own start.
+    notePeaks(peaks, [progress('n6', 0), progress('n6', 8_000)]);
+    expect(peaks.get('q-1 n6')).toBe(8_000);
+    expect(peaks.get('q-2 n2')).toBe(5);
     store.close();
   });
 });
