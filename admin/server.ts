@@ -24,7 +24,7 @@ import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
 import { unknownId } from '../client/rebalancer';
 import type { HoldAction } from '../workflows/rebalancer-rules';
-import { AuditQuery, DrainBody, HistoryQuery, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
+import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 
 export interface AdminOptions {
   deps: AdminDeps;
@@ -264,7 +264,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       },
     },
     {
-      method: 'GET', url: '/api/nodes/:node', params: NodeParams, query: HistoryQuery, summary: "A node: its score, partitions, moves in and out (running and ended) and its score over the history's minutes",
+      method: 'GET', url: '/api/nodes/:node', params: NodeParams, query: HistoryQuery, response: NodeDetailReply, summary: "A node: its score, partitions, moves in and out (running and ended) and its score over the history's minutes",
       handler: async (req) => {
         const { node } = parse(NodeParams, req.params, 'path');
         const { minutes } = parse(HistoryQuery, req.query, 'query');
@@ -287,7 +287,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       },
     },
     {
-      method: 'GET', url: '/api/history', query: HistoryQuery, summary: "The last hour (or `minutes`) as sampled every few seconds: spread and each dimension's worst node against the band, bytes copied per second, moves running, ended moves, recoveries pending, pauses and resumes",
+      method: 'GET', url: '/api/history', query: HistoryQuery, response: HistoryReply, summary: "The last hour (or `minutes`) as sampled every few seconds: spread and each dimension's worst node against the band, bytes copied per second, moves running, ended moves, recoveries pending, pauses and resumes",
       handler: async (req) => {
         const { minutes } = parse(HistoryQuery, req.query, 'query');
         const since = Date.now() - minutes * 60_000;

@@ -237,6 +237,14 @@ describe('OpenAPI', () => {
         if (op.requestBody) ajv.compile(op.requestBody.content['application/json']!.schema);
       }
     }
+    // The history's answers are described as served.
+    const answer = (p: string) => ajv.compile((doc.paths[p]!.get as unknown as { responses: { 200: { content: { 'application/json': { schema: object } } } } }).responses[200].content['application/json'].schema);
+    for (const [p, url] of [['/api/history', '/api/history'], ['/api/nodes/{node}', '/api/nodes/n1']] as const) {
+      const validate = answer(p);
+      const served = (await call(base(), 'GET', url)).body;
+      expect(validate(served), `${url}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      expect(validate({ ...served, samples: [{}], points: [{}] }), url).toBe(false);
+    }
     const move = ajv.compile(doc.paths['/api/moves']!.post!.requestBody!.content['application/json']!.schema);
     expect(move({ kind: 'replace', partition: 'q-500', lost: 'n1', with: 'n4', reason: 'lost disk' })).toBe(true);
     expect(move({ kind: 'replace', partition: 'q-500', lost: 'n1', reason: 'lost disk' })).toBe(false);
