@@ -213,12 +213,13 @@ export function bytesCopied(before: Map<string, number>, transfers: Transfer[], 
 }
 
 const FEED_PAGE = 10_000;
+const FEED_PAUSE_MS = 1_000;
 
 export interface Sampler {
   /** Why the last sample failed (the broker or Temporal did not answer), null when it did not. */
   lastError(): string | null;
-  /** The running moves with their bytes copied, the broker's feed read up to now first. */
-  progress(running: MoveStatus[]): Promise<MoveProgress[]>;
+  /** The running moves with their bytes copied, as far as the broker's feed has been read (a second behind at most, once caught up). */
+  progress(running: MoveStatus[]): MoveProgress[];
   /** Resolves once a sample under way has ended, so the store can be closed after. */
   stop(): Promise<void>;
 }
@@ -242,23 +243,38 @@ export function startSampler(options: {
   let timer: NodeJS.Timeout | undefined;
   let current: Promise<void> = Promise.resolve();
   const peaks = new Map<string, number>();
-  // One reader of the feed at a time: the sampler and the API's reads of moves both catch up through it.
-  let feed: Promise<void> = Promise.resolve();
-  const readFeed = () =>
-    (feed = feed.catch(() => undefined).then(async () => {
-      for (;;) {
+  let feedError: string | null = null;
+  let feedTimer: NodeJS.Timeout | undefined;
+  let wake: () => void = () => undefined;
+  /**
+   * The broker's feed, followed in the background: page after page while behind, then once a second. Neither a
+   * sample nor a read of moves waits on it, so catching up on a long feed after a start holds up neither.
+   */
+  const follow = async () => {
+    while (!stopped) {
+      let behind = false;
+      try {
         const page = await deps.events(store.feedCursor(), FEED_PAGE);
         notePeaks(peaks, page.events);
         store.setFeedCursor(page.cursor);
-        if (page.events.length < FEED_PAGE) return;
+        behind = page.events.length === FEED_PAGE;
+        feedError = null;
+      } catch (err) {
+        feedError = `reading the broker's event feed: ${(err as Error).message}`;
       }
-    }));
+      if (!behind && !stopped) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          feedTimer = setTimeout(resolve, FEED_PAUSE_MS);
+        });
+      }
+    }
+  };
 
   const sample = async () => {
     const at = Date.now();
     const [topology, budget, running] = await Promise.all([deps.topology(), deps.syncBudget(), options.moves()]);
     const view: ScoresView = deps.scores(topology, running);
-    await readFeed();
     store.progress(running, peaks);
     const copied = previous ? bytesCopied(previous.transfers, budget.transfers, topology) : 0;
     const seconds = previous ? (at - previous.at) / 1000 : 0;
@@ -290,17 +306,16 @@ export function startSampler(options: {
     if (!stopped) timer = setTimeout(() => (current = loop()), options.intervalMs);
   };
   current = loop();
+  const following = follow();
   return {
-    lastError: () => error,
-    async progress(running) {
-      // A feed the broker does not answer leaves the totals as last read.
-      await readFeed().catch(() => undefined);
-      return store.progress(running, peaks);
-    },
+    lastError: () => error ?? feedError,
+    progress: (running) => store.progress(running, peaks),
     async stop() {
       stopped = true;
       clearTimeout(timer);
-      await current;
+      clearTimeout(feedTimer);
+      wake();
+      await Promise.all([current, following]);
     },
   };
 }

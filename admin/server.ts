@@ -132,8 +132,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   };
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
   const sampler = startSampler({ deps, store: history, moves, intervalMs: historyIntervalMs });
-  const withProgress = async (running: MoveStatus[]) =>
-    (await sampler.progress(running)).map((m) => {
+  const withProgress = (running: MoveStatus[]) =>
+    sampler.progress(running).map((m) => {
       const workflowId = `reconfigure-${m.partition}`;
       return { ...m, workflowId, link: workflowLink(workflowId) };
     });
@@ -280,7 +280,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
           upper: view.upper,
           lower: view.lower,
           partitions: topology.partitions.flatMap((p) => (roles(p) ? [{ partition: p.id, kind: p.kind, role: roles(p) }] : [])),
-          running: (await withProgress(running)).filter((m) => m.from === node || m.to === node),
+          running: withProgress(running).filter((m) => m.from === node || m.to === node),
           ended: history.ended(since, node),
           points: history.nodePoints(node, since),
         };
@@ -306,7 +306,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       handler: async (req) => {
         const q = parse(MovesQuery, req.query, 'query');
         const [running, recent] = await Promise.all([moves(), q.recent > 0 ? deps.recentMoves(q.recent) : Promise.resolve([])]);
-        const views = await withProgress(running);
+        const views = withProgress(running);
         return {
           total: views.length,
           offset: q.offset,
