@@ -231,7 +231,6 @@ export interface Sampler {
 export function startSampler(options: {
   deps: AdminDeps;
   store: HistoryStore;
-  moves: () => Promise<MoveStatus[]>;
   intervalMs: number;
 }): Sampler {
   const { deps, store } = options;
@@ -273,7 +272,8 @@ export function startSampler(options: {
 
   const sample = async () => {
     const at = Date.now();
-    const [topology, budget, running] = await Promise.all([deps.topology(), deps.syncBudget(), options.moves()]);
+    // Its own read of the moves, not the API's one-second cache: a sample must not hand a scrape a list a second old.
+    const [topology, budget, running] = await Promise.all([deps.topology(), deps.syncBudget(), deps.moves()]);
     const view: ScoresView = deps.scores(topology, running);
     store.progress(running, peaks);
     const copied = previous ? bytesCopied(previous.transfers, budget.transfers, topology) : 0;

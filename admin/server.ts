@@ -131,7 +131,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     return movesRead.moves;
   };
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
-  const sampler = startSampler({ deps, store: history, moves, intervalMs: historyIntervalMs });
+  const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
   const withProgress = (running: MoveStatus[]) =>
     sampler.progress(running).map((m) => {
       const workflowId = `reconfigure-${m.partition}`;
