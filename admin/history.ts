@@ -192,13 +192,19 @@ export function notePeaks(peaks: Map<string, number>, events: ClusterEvent[]): v
 }
 
 /**
- * Bytes the broker's transfers copied between two looks: what each still running has less left, and all that was
- * left of one that ended with its node holding a copy (caught up); one that ended otherwise (cancelled, node lost)
- * copied nothing that stays.
+ * Bytes the broker's transfers copied between two looks: what each seen before has less left; all that was left
+ * of one that ended with its node still holding the copy (caught up; a learner until its move swaps); and of one
+ * begun since, what it had at most (`peaks`, from the feed) less what it has left. One that ended otherwise
+ * (cancelled, node lost) copied nothing that stays.
  */
-export function bytesCopied(before: Map<string, number>, transfers: Transfer[], topology: Topology): number {
-  const now = new Map(transfers.map((t) => [`${t.partition} ${t.node}`, t.bytesRemaining]));
+export function bytesCopied(before: Map<string, number>, transfers: Transfer[], topology: Topology, peaks: ReadonlyMap<string, number>): number {
   let copied = 0;
+  const now = new Map<string, number>();
+  for (const t of transfers) {
+    const key = `${t.partition} ${t.node}`;
+    now.set(key, t.bytesRemaining);
+    if (!before.has(key)) copied += Math.max(0, (peaks.get(key) ?? t.bytesRemaining) - t.bytesRemaining);
+  }
   for (const [key, left] of before) {
     const still = now.get(key);
     if (still !== undefined) {
@@ -207,7 +213,7 @@ export function bytesCopied(before: Map<string, number>, transfers: Transfer[], 
     }
     const [partition, node] = key.split(' ') as [string, string];
     const p = topology.partitions.find((x) => x.id === partition);
-    if (p && (p.owner === node || p.followers.includes(node))) copied += left;
+    if (p && [p.owner, ...p.followers, ...p.learners].includes(node)) copied += left;
   }
   return copied;
 }
@@ -276,7 +282,7 @@ export function startSampler(options: {
     const [topology, budget, running] = await Promise.all([deps.topology(), deps.syncBudget(), deps.moves()]);
     const view: ScoresView = deps.scores(topology, running);
     store.progress(running, peaks);
-    const copied = previous ? bytesCopied(previous.transfers, budget.transfers, topology) : 0;
+    const copied = previous ? bytesCopied(previous.transfers, budget.transfers, topology, peaks) : 0;
     const seconds = previous ? (at - previous.at) / 1000 : 0;
     store.record(
       {

@@ -148,11 +148,19 @@ describe('sample figures', () => {
     expect(worst.followed).toEqual({ node: 'n1', deviation: 0 });
   });
 
-  it('counts bytes copied: what running transfers have less left, all of one whose node now holds a copy', () => {
-    const topology = { partitions: [{ id: 'q-1', owner: 'n1', followers: ['n2', 'n6'] }, { id: 'q-2', owner: 'n1', followers: ['n2', 'n3'] }] } as unknown as Topology;
-    const before = new Map([['q-1 n6', 1_000], ['q-2 n6', 5_000], ['q-3 n6', 9_000]]);
-    const now = [{ partition: 'q-3', node: 'n6', kind: 'rebalance' as const, bytesRemaining: 4_000, pausedForRecovery: false }];
-    // q-1 caught up (n6 follows it now): its last 1,000; q-2's transfer ended without n6 holding it: nothing.
-    expect(bytesCopied(before, now, topology)).toBe(1_000 + 5_000);
+  it('counts bytes copied: what transfers have less left, all of one whose node holds the copy, a new one from its start', () => {
+    const topology = {
+      partitions: [
+        { id: 'q-1', owner: 'n1', followers: ['n2', 'n6'], learners: [] },
+        { id: 'q-2', owner: 'n1', followers: ['n2', 'n3'], learners: [] },
+        { id: 'q-4', owner: 'n1', followers: ['n2', 'n3'], learners: ['n6'] },
+      ],
+    } as unknown as Topology;
+    const before = new Map([['q-1 n6', 1_000], ['q-2 n6', 5_000], ['q-3 n6', 9_000], ['q-4 n6', 300]]);
+    const transfer = (partition: string, bytesRemaining: number) => ({ partition, node: 'n6', kind: 'rebalance' as const, bytesRemaining, pausedForRecovery: false });
+    const peaks = new Map([['q-5 n6', 50_000]]);
+    // q-3 copied 5,000; q-1 caught up (n6 follows it now): its last 1,000; q-4 caught up, n6 a learner until the
+    // swap: its last 300; q-2's transfer ended without n6 holding it: nothing; q-5 began since: 50,000 - 42,000.
+    expect(bytesCopied(before, [transfer('q-3', 4_000), transfer('q-5', 42_000)], topology, peaks)).toBe(5_000 + 1_000 + 300 + 8_000);
   });
 });
