@@ -272,14 +272,17 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         checkNames(topology, null, { node });
         const view = deps.scores(topology, running);
         const since = Date.now() - minutes * 60_000;
-        const roles = (p: Topology['partitions'][number]) =>
+        const roleOf = (p: Topology['partitions'][number]) =>
           p.owner === node ? 'owner' : p.followers.includes(node) ? 'follower' : p.learners.includes(node) ? 'learner' : p.leaving === node ? 'leaving' : null;
         return {
           score: view.nodes.find((n) => n.node === node)!,
           mean: view.mean,
           upper: view.upper,
           lower: view.lower,
-          partitions: topology.partitions.flatMap((p) => (roles(p) ? [{ partition: p.id, kind: p.kind, role: roles(p) }] : [])),
+          partitions: topology.partitions.flatMap((p) => {
+            const role = roleOf(p);
+            return role ? [{ partition: p.id, kind: p.kind, role }] : [];
+          }),
           running: withProgress(running).filter((m) => m.from === node || m.to === node),
           ended: history.ended(since, node),
           points: history.nodePoints(node, since),

@@ -12,7 +12,7 @@ const COLORS = { owned: '#3b6fd8', followed: '#7fa8f0', history: '#8a6bd1', traf
 const OUTCOMES = { completed: '#2a9d4a', cancelled: '#687083', aborted: '#c33', other: '#8a6bd1' };
 
 const $ = (id) => document.getElementById(id);
-const state = { nodesOffset: 0, movesOffset: 0, polling: false, holds: null, historyAt: 0, markers: [], charts: {}, detail: null };
+const state = { nodesOffset: 0, movesOffset: 0, polling: false, holds: null, historyAt: 0, intervalMs: 5000, markers: [], charts: {}, detail: null };
 
 // The printed dashboard URL carries the token in the fragment, which never reaches a server; keep it for the tab.
 const fragment = new URLSearchParams(location.hash.slice(1));
@@ -329,18 +329,32 @@ function drawMarkers(u) {
   ctx.restore();
 }
 
+// Where sampling stopped for a while (the service was down) a gap point breaks each line instead of joining
+// across it; `column` reads one series, null at the gaps.
+function withGaps(points, intervalMs) {
+  const out = [];
+  for (const p of points) {
+    const last = out[out.length - 1];
+    if (last && p.at - last.at > 3 * intervalMs) out.push({ gap: true, at: (last.at + p.at) / 2 });
+    out.push(p);
+  }
+  return out;
+}
+const column = (points, f) => points.map((p) => (p.gap ? null : f(p)));
+
 const perSecond = (v) => `${bytes(v)}/s`;
 const count = (v) => String(Math.round(v));
 const score = (v) => v.toFixed(3);
 
 function renderHistory(h) {
   state.markers = h.markers;
-  const s = h.samples;
+  state.intervalMs = h.intervalMs;
+  const s = withGaps(h.samples, h.intervalMs);
   const x = s.map((p) => p.at / 1000);
   $('history-note').textContent =
-    `(${s.length} samples, one every ${h.intervalMs / 1000} s${h.lastError ? `; the last sample failed: ${h.lastError}` : ''})`;
-  const worst = (d) => s.map((p) => (p.worst[d] ? Math.abs(p.worst[d].deviation) : null));
-  const worstNode = (d) => (_u, v, _si, i) => (v === null ? '-' : `${v.toFixed(3)} (${s[i]?.worst[d]?.node ?? '-'})`);
+    `(${h.samples.length} samples, one every ${h.intervalMs / 1000} s${h.lastError ? `; the last sample failed: ${h.lastError}` : ''})`;
+  const worst = (d) => column(s, (p) => (p.worst[d] ? Math.abs(p.worst[d].deviation) : null));
+  const worstNode = (d) => (_u, v, _si, i) => (v === null ? '-' : `${v.toFixed(3)} (${s[i]?.worst?.[d]?.node ?? '-'})`);
   plot(
     'spread',
     [
@@ -348,22 +362,22 @@ function renderHistory(h) {
       { label: 'band', stroke: '#c33', dash: [6, 4] },
       ...DIMENSIONS.map((d) => ({ label: `${d} worst`, stroke: COLORS[d], value: worstNode(d) })),
     ],
-    [x, s.map((p) => p.spread), s.map((p) => p.threshold), ...DIMENSIONS.map(worst)],
+    [x, column(s, (p) => p.spread), column(s, (p) => p.threshold), ...DIMENSIONS.map(worst)],
     score,
   );
-  plot('bytes', [{ label: 'bytes/s', stroke: '#3ba55c', fill: 'rgba(59,165,92,0.15)' }], [x, s.map((p) => p.bytesPerSec)], perSecond);
+  plot('bytes', [{ label: 'bytes/s', stroke: '#3ba55c', fill: 'rgba(59,165,92,0.15)' }], [x, column(s, (p) => p.bytesPerSec)], perSecond);
   // Ended moves as running counts per outcome over the hour, stepped at each sample.
   const outcomeOf = (m) => (m.outcome in OUTCOMES ? m.outcome : 'other');
-  const ended = Object.keys(OUTCOMES).map((o) => s.map((p) => h.ended.filter((m) => m.closedAt <= p.at && outcomeOf(m) === o).length));
+  const ended = Object.keys(OUTCOMES).map((o) => column(s, (p) => h.ended.filter((m) => m.closedAt <= p.at && outcomeOf(m) === o).length));
   const stepped = uPlot.paths.stepped({ align: 1 });
   plot(
     'moves',
     [{ label: 'running', stroke: '#3b6fd8', width: 2, paths: stepped }, ...Object.entries(OUTCOMES).map(([o, color]) => ({ label: o, stroke: color, paths: stepped }))],
-    [x, s.map((p) => p.running), ...ended],
+    [x, column(s, (p) => p.running), ...ended],
     count,
     true,
   );
-  plot('recovery', [{ label: 'recoveries pending', stroke: '#c33', paths: stepped }], [x, s.map((p) => p.recoveryPending)], count, true);
+  plot('recovery', [{ label: 'recoveries pending', stroke: '#c33', paths: stepped }], [x, column(s, (p) => p.recoveryPending)], count, true);
   $('markers').replaceChildren(
     ...h.markers.map((m) =>
       el('div', { className: 'marker row', dataset: { action: m.action } },
@@ -383,17 +397,24 @@ $('detail-close').addEventListener('click', () => {
   $('node-detail').hidden = true;
 });
 
+// A node that cannot be read (removed, the broker down) says why in the panel and keeps what it showed.
 async function refreshDetail() {
   const node = state.detail;
   if (!node) return;
-  const d = await getJson(`/api/nodes/${encodeURIComponent(node)}`);
-  if (state.detail !== node) return;
   $('detail-node').textContent = node;
+  let d;
+  try {
+    d = await getJson(`/api/nodes/${encodeURIComponent(node)}`);
+  } catch (err) {
+    $('detail-summary').textContent = `could not read it: ${err.message}`;
+    return;
+  }
+  if (state.detail !== node) return;
   const sc = d.score;
   $('detail-summary').textContent =
     `zone ${sc.zone} · cap ${sc.capacity}${sc.live ? '' : ' · down'}${sc.draining ? ' · draining' : ''} · score ${sc.total.toFixed(3)} ` +
     `(mean ${d.mean.toFixed(3)}, band ${d.lower.toFixed(3)} to ${d.upper.toFixed(3)})`;
-  const p = d.points;
+  const p = withGaps(d.points, state.intervalMs);
   plot(
     'node',
     [
@@ -402,7 +423,7 @@ async function refreshDetail() {
       { label: 'mean + threshold', stroke: '#c33', dash: [6, 4] },
       { label: 'mean - threshold', stroke: '#c33', dash: [6, 4] },
     ],
-    [p.map((q) => q.at / 1000), p.map((q) => q.total), p.map((q) => q.mean), p.map((q) => q.mean + q.threshold), p.map((q) => q.mean - q.threshold)],
+    [p.map((q) => q.at / 1000), column(p, (q) => q.total), column(p, (q) => q.mean), column(p, (q) => q.mean + q.threshold), column(p, (q) => q.mean - q.threshold)],
     score,
   );
   const direction = (m) => (m.to === node ? 'in' : 'out');
