@@ -67,6 +67,16 @@ export class AuditLog {
     return rows.map((r) => ({ ...r, source: r.source, params: JSON.parse(r.params) as Record<string, unknown> }));
   }
 
+  /** The actions named that succeeded since `since`, oldest first (the dashboard marks pauses and resumes). */
+  succeeded(actions: string[], since: Date): AuditEntry[] {
+    const rows = this.db
+      .prepare<unknown[], Omit<AuditEntry, 'params'> & { params: string }>(
+        `SELECT * FROM audit WHERE at >= ? AND outcome = 'ok' AND action IN (${actions.map(() => '?').join(',')}) ORDER BY id`,
+      )
+      .all(since.toISOString(), ...actions);
+    return rows.map((r) => ({ ...r, params: JSON.parse(r.params) as Record<string, unknown> }));
+  }
+
   close(): void {
     this.db.close();
   }

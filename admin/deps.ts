@@ -3,7 +3,7 @@
  * provides them: `createAdminDeps` wires the real ones (Temporal, the broker, the planner, the rebalancer), and
  * a test may replace one.
  */
-import type { Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
+import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { UnderReplicated } from '../planner/repair';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
@@ -54,6 +54,19 @@ export interface HoldView {
   since: string;
 }
 
+/** A move that ended, as the history keeps it: `outcome` is completed, cancelled or aborted, else how Temporal closed it. */
+export interface EndedRun {
+  runId: string;
+  workflowId: string;
+  partition: string;
+  kind: ReconfigurationKind | null;
+  from: string | null;
+  to: string | null;
+  /** Epoch ms. */
+  closedAt: number;
+  outcome: string;
+}
+
 /** Who asked and why: recorded by the workflow where it records it, and in the audit log. */
 export interface Requester {
   actor: string;
@@ -73,6 +86,8 @@ export interface AdminDeps {
   underReplicated(topology: Topology, moves: MoveStatus[]): UnderReplicated[];
   moves(): Promise<MoveStatus[]>;
   recentMoves(limit: number): Promise<EndedMove[]>;
+  /** Moves of this task queue that ended after `since`; the outcome is read only of runs `known` does not know. */
+  endedMoves(since: Date, known: (runId: string) => boolean): Promise<EndedRun[]>;
   show(partition: string): Promise<MoveDetail>;
   start(request: OperatorRequest, by: Requester): Promise<{ workflowId: string }>;
   cancel(partition: string, by: Requester): Promise<MoveStatus>;
@@ -93,6 +108,8 @@ export interface AdminDeps {
    * last hour. `drain` names one drain (its workflow id and start), so a later drain of the node counts anew.
    */
   drainDecisions(): Promise<{ drain: string; startedByKind: Partial<Record<ReconfigurationKind, number>> }[]>;
+  /** A page of the broker's event feed after `after`, at most `limit` events. */
+  events(after: number, limit: number): Promise<EventsPage>;
   /** Events of the broker's feed the progress relay has not delivered yet; null when unknown. */
   relayLag(): Promise<number | null>;
 }

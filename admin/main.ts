@@ -9,6 +9,7 @@ import type { ClusterClient } from '../cluster/client';
 import type { PlannerConfig } from '../planner/types';
 import { ConfigError } from '../worker/config';
 import { AuditLog, auditFile } from './audit';
+import { HistoryStore } from './history';
 import { startAdmin, type RunningAdmin } from './server';
 import { createAdminDeps } from './wiring';
 
@@ -55,9 +56,12 @@ export async function startAdminService(options: {
   const { env } = options;
   const token = env.ADMIN_TOKEN ?? crypto.randomBytes(24).toString('base64url');
   const audit = new AuditLog(auditFile(options.dataDir));
+  // The history's tables sit beside the audit log's: one SQLite file in the data directory.
+  const history = new HistoryStore(auditFile(options.dataDir));
   const admin = await startAdmin({
     deps: createAdminDeps({ client: options.client, cluster: options.cluster, taskQueue: options.taskQueue, planner: options.planner }),
     audit,
+    history,
     token,
     host: env.ADMIN_HOST,
     port: env.ADMIN_PORT,
@@ -74,6 +78,7 @@ export async function startAdminService(options: {
     async close() {
       await admin.close();
       audit.close();
+      history.close();
     },
   };
 }

@@ -15,6 +15,8 @@ export interface RouteSpec {
   body?: z.ZodType;
   /** Content type of the answer; JSON unless said. */
   produces?: string;
+  /** The answer's shape, where the document describes it. */
+  response?: z.ZodType;
   handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 }
 
@@ -48,7 +50,7 @@ export function openApiDocument(routes: RouteSpec[], staticPaths: string[]): Rec
   for (const route of routes) {
     const mutating = route.method !== 'GET';
     const responses: Record<string, unknown> = {
-      '200': { description: 'OK', content: { [route.produces ?? 'application/json']: { schema: {} } } },
+      '200': { description: 'OK', content: { [route.produces ?? 'application/json']: { schema: route.response ? schemaOf(route.response) : {} } } },
       '400': error,
       '401': error,
     };
@@ -73,7 +75,7 @@ export function openApiDocument(routes: RouteSpec[], staticPaths: string[]): Rec
       title: 'live-rebalancer admin API',
       version: '1',
       description:
-        'Status, score vectors, moves, plan, operator actions and their audit log. Mutating calls need ' +
+        'Status, score vectors, moves, plan, the last hour of history, operator actions and their audit log. Mutating calls need ' +
         '`Authorization: Bearer <ADMIN_TOKEN>` and must come from this origin; off loopback every call needs the token.',
     },
     paths,

@@ -9,6 +9,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type { z } from 'zod';
@@ -18,15 +19,20 @@ import { MoveRefused } from '../client/moves';
 import type { MoveStatus } from '../workflows/definitions';
 import type { AuditLog, AuditSource } from './audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
+import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
 import { unknownId } from '../client/rebalancer';
 import type { HoldAction } from '../workflows/rebalancer-rules';
-import { AuditQuery, DrainBody, MoveRequestBody, MovesQuery, NodeActionBody, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
+import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 
 export interface AdminOptions {
   deps: AdminDeps;
   audit: AuditLog;
+  /** Where the last hour's samples go while the server runs; absent: kept in memory for this run. */
+  history?: HistoryStore;
+  /** How often it samples (5 s unless said). */
+  historyIntervalMs?: number;
   /** Required: mutating calls (and every call off loopback) must carry it as `Authorization: Bearer <token>`. */
   token: string;
   host?: string;
@@ -46,10 +52,14 @@ export interface RunningAdmin {
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
 const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
+const resolve = createRequire(import.meta.url).resolve;
+/** The dashboard's files, and the charting library's straight from node_modules (no CDN, no build step). */
 const STATIC: Record<string, string> = {
-  '/': 'index.html',
-  '/app.js': 'app.js',
-  '/style.css': 'style.css',
+  '/': path.join(PUBLIC_DIR, 'index.html'),
+  '/app.js': path.join(PUBLIC_DIR, 'app.js'),
+  '/style.css': path.join(PUBLIC_DIR, 'style.css'),
+  '/vendor/uPlot.esm.js': resolve('uplot/dist/uPlot.esm.js'),
+  '/vendor/uPlot.min.css': resolve('uplot/dist/uPlot.min.css'),
 };
 const CONTENT_TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
 
@@ -102,6 +112,7 @@ function nodesOf(body: MoveRequestBody): Record<string, string | undefined> {
 
 export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   const { deps, audit } = options;
+  const history = options.history ?? new HistoryStore(null);
   const host = options.host ?? '127.0.0.1';
   const loopback = LOOPBACK.has(host);
   if (!options.token) throw new Error('the admin API needs a bearer token (ADMIN_TOKEN)');
@@ -119,21 +130,13 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     }
     return movesRead.moves;
   };
-  /** The largest bytes remaining seen per move: what it copies in all, so a bar can show bytes copied. */
-  const peaks = new Map<string, number>();
-  const withProgress = (running: MoveStatus[]) => {
-    const live = new Set<string>();
-    const views = running.map((m) => {
+  const historyIntervalMs = options.historyIntervalMs ?? 5_000;
+  const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
+  const withProgress = (running: MoveStatus[]) =>
+    sampler.progress(running).map((m) => {
       const workflowId = `reconfigure-${m.partition}`;
-      live.add(workflowId);
-      const peak = Math.max(peaks.get(workflowId) ?? 0, m.bytesRemaining ?? 0);
-      peaks.set(workflowId, peak);
-      const copied = m.bytesRemaining === null ? null : peak - m.bytesRemaining;
-      return { ...m, workflowId, link: workflowLink(workflowId), bytesTotal: m.bytesRemaining === null ? null : peak, bytesCopied: copied };
+      return { ...m, workflowId, link: workflowLink(workflowId) };
     });
-    for (const id of peaks.keys()) if (!live.has(id)) peaks.delete(id);
-    return views;
-  };
 
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
   const served: string[] = [];
@@ -257,6 +260,47 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
           weights: view.weights,
           maxTotal: Math.max(view.upper, ...view.nodes.map((n) => n.total)),
           nodes: chosen.slice(q.offset, q.offset + q.limit),
+        };
+      },
+    },
+    {
+      method: 'GET', url: '/api/nodes/:node', params: NodeParams, query: HistoryQuery, response: NodeDetailReply, summary: "A node: its score, partitions, moves in and out (running and ended) and its score over the history's minutes",
+      handler: async (req) => {
+        const { node } = parse(NodeParams, req.params, 'path');
+        const { minutes } = parse(HistoryQuery, req.query, 'query');
+        const [topology, running] = await Promise.all([deps.topology(), moves()]);
+        checkNames(topology, null, { node });
+        const view = deps.scores(topology, running);
+        const since = Date.now() - minutes * 60_000;
+        const roleOf = (p: Topology['partitions'][number]) =>
+          p.owner === node ? 'owner' : p.followers.includes(node) ? 'follower' : p.learners.includes(node) ? 'learner' : p.leaving === node ? 'leaving' : null;
+        return {
+          score: view.nodes.find((n) => n.node === node)!,
+          mean: view.mean,
+          upper: view.upper,
+          lower: view.lower,
+          partitions: topology.partitions.flatMap((p) => {
+            const role = roleOf(p);
+            return role ? [{ partition: p.id, kind: p.kind, role }] : [];
+          }),
+          running: withProgress(running).filter((m) => m.from === node || m.to === node),
+          ended: history.ended(since, node),
+          points: history.nodePoints(node, since),
+        };
+      },
+    },
+    {
+      method: 'GET', url: '/api/history', query: HistoryQuery, response: HistoryReply, summary: "The last hour (or `minutes`) as sampled every few seconds: spread and each dimension's worst node against the band, bytes copied per second, moves running, ended moves, recoveries pending, pauses and resumes",
+      handler: async (req) => {
+        const { minutes } = parse(HistoryQuery, req.query, 'query');
+        const since = Date.now() - minutes * 60_000;
+        return {
+          intervalMs: historyIntervalMs,
+          since,
+          lastError: sampler.lastError(),
+          samples: history.samples(since),
+          ended: history.ended(since),
+          markers: audit.succeeded(['pause', 'resume'], new Date(since)).map(({ at, actor, source, action, reason }) => ({ at, actor, source, action, reason })),
         };
       },
     },
@@ -386,17 +430,27 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   routes.push({ method: 'GET', url: '/openapi.json', summary: 'This document', handler: async () => document });
   for (const route of routes) app.route({ method: route.method, url: route.url, handler: route.handler });
   for (const [url, file] of Object.entries(STATIC)) {
-    const body = fs.readFileSync(path.join(PUBLIC_DIR, file));
+    const body = fs.readFileSync(file);
     const type = CONTENT_TYPES[path.extname(file)]!;
     app.get(url, async (_req, reply) => reply.type(type).header('cache-control', 'no-cache').header('x-frame-options', 'DENY').send(body));
   }
 
-  await app.listen({ host, port: options.port ?? 0 });
+  try {
+    await app.listen({ host, port: options.port ?? 0 });
+  } catch (err) {
+    await sampler.stop();
+    if (!options.history) history.close();
+    throw err;
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     routes: served,
-    close: () => app.close(),
+    async close() {
+      await sampler.stop();
+      await app.close();
+      if (!options.history) history.close();
+    },
   };
 }

@@ -5,13 +5,14 @@ import type { Topology } from '../cluster/contract';
 import { dryRun } from '../client/dry-run';
 import { startGrow, startReplace } from '../client/grow';
 import { startHandoff, startOwnerMove } from '../client/handoff';
-import { cancelMove, listMoves, recentMoves, showMove, startFollowerMove } from '../client/moves';
+import { cancelMove, listMoves, outcomeOf, recentMoves, showMove, startFollowerMove } from '../client/moves';
 import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
 import { scoreNodes, underReplicated } from '../planner';
 import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
-import { drainStatusQuery, type MoveStatus, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
-import type { AdminDeps, HoldView, RebalancerState, ScoresView } from './deps';
+import { drainStatusQuery, type MoveStatus, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
+import { KindKey, PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import type { AdminDeps, EndedRun, HoldView, RebalancerState, ScoresView } from './deps';
 
 export interface AdminSources {
   client: Client;
@@ -108,6 +109,26 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       ),
     moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),
+    async endedMoves(since, known) {
+      const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH 'reconfigure-' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;
+      const found: EndedRun[] = [];
+      for await (const wf of client.workflow.list({ query })) {
+        if (known(wf.runId)) continue;
+        const outcome = await outcomeOf(client.workflow.getHandle(wf.workflowId, wf.runId)).catch(() => null);
+        const attrs = wf.typedSearchAttributes;
+        found.push({
+          runId: wf.runId,
+          workflowId: wf.workflowId,
+          partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
+          kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
+          from: attrs.get(SourceKey) ?? null,
+          to: attrs.get(TargetKey) ?? null,
+          closedAt: wf.closeTime?.getTime() ?? Date.now(),
+          outcome: outcome?.status ?? wf.status.name.toLowerCase(),
+        });
+      }
+      return found;
+    },
     show: (partition) => showMove(client, partition, cluster),
     async start(request, by) {
       const common = { origin: 'operator' as const, reason: `${by.reason} (${by.actor})` };
@@ -178,6 +199,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
       for (const runId of endedDrains.keys()) if (!listed.has(runId)) endedDrains.delete(runId);
       return found;
     },
+    events: (after, limit) => cluster.events(after, { limit }),
     async relayLag() {
       // The feed's head, read forward from where the last look ended: cheap however long the feed is.
       for (;;) {

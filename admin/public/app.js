@@ -1,11 +1,18 @@
 // The dashboard: polls the admin API and renders one page of nodes and one page of moves at a time, so it stays
-// usable with thousands of either. Actions send the token in a header (never a cookie) and a reason each.
+// usable with thousands of either, and the last hour's charts (uPlot, served from node_modules by the admin
+// server). Actions send the token in a header (never a cookie) and a reason each.
+import uPlot from '/vendor/uPlot.esm.js';
+
 const PAGE = 50;
 const POLL_MS = 2000;
+// The history is sampled every few seconds: reading it every poll would redraw the same points.
+const HISTORY_POLL_MS = 5000;
 const DIMENSIONS = ['owned', 'followed', 'history', 'traffic', 'sync'];
+const COLORS = { owned: '#3b6fd8', followed: '#7fa8f0', history: '#8a6bd1', traffic: '#e0a030', sync: '#d05050' };
+const OUTCOMES = { completed: '#2a9d4a', cancelled: '#687083', aborted: '#c33', other: '#8a6bd1' };
 
 const $ = (id) => document.getElementById(id);
-const state = { nodesOffset: 0, movesOffset: 0, polling: false, holds: null };
+const state = { nodesOffset: 0, movesOffset: 0, polling: false, holds: null, historyAt: 0, intervalMs: 5000, markers: [], charts: {}, detail: null };
 
 // The printed dashboard URL carries the token in the fragment, which never reaches a server; keep it for the tab.
 const fragment = new URLSearchParams(location.hash.slice(1));
@@ -215,10 +222,10 @@ function renderNodes(view, excluded) {
   $('nodes').replaceChildren(
     ...view.nodes.map((n) => {
       const out = excluded.has(n.node);
-      const classes = ['node', 'row', ...(n.live ? [] : ['down']), ...(n.draining ? ['draining'] : []), ...(out ? ['excluded'] : [])];
+      const classes = ['node', 'row', ...(n.live ? [] : ['down']), ...(n.draining ? ['draining'] : []), ...(out ? ['excluded'] : []), ...(state.detail === n.node ? ['selected'] : [])];
       return el(
         'div',
-        { className: classes.join(' '), dataset: { node: n.node } },
+        { className: classes.join(' '), dataset: { node: n.node }, title: 'show its partitions, moves and score over time', onclick: () => openDetail(n.node) },
         el('strong', { textContent: n.node }),
         el('span', { textContent: `zone ${n.zone}` }),
         el('span', { textContent: `cap ${n.capacity}` }),
@@ -233,11 +240,18 @@ function renderNodes(view, excluded) {
   );
 }
 
+// A running move's bytes copied of the bytes it copies in all, as the admin service has seen them.
+function progressBar(m) {
+  const pct = m.bytesTotal ? Math.round((100 * m.bytesCopied) / m.bytesTotal) : m.bytesRemaining === 0 ? 100 : 0;
+  return el('span', { title: `${bytes(m.bytesCopied)} of ${bytes(m.bytesTotal)} copied` },
+    el('div', { className: 'progress' }, el('div', { style: { width: `${pct}%` } })),
+    el('span', { className: 'muted', textContent: `${bytes(m.bytesRemaining)} left` }));
+}
+
 function renderMoves(view) {
   pager('moves', 'movesOffset', view.total);
   $('moves').replaceChildren(
     ...view.running.map((m) => {
-      const pct = m.bytesTotal ? Math.round((100 * m.bytesCopied) / m.bytesTotal) : m.bytesRemaining === 0 ? 100 : 0;
       return el(
         'div',
         { className: 'move row', dataset: { partition: m.partition, phase: m.phase } },
@@ -245,9 +259,7 @@ function renderMoves(view) {
         el('span', { textContent: m.kind }),
         el('span', { textContent: `${m.from ?? '+'} → ${m.to}` }),
         el('span', { className: 'phase', textContent: m.phase }),
-        el('span', { title: `${bytes(m.bytesCopied)} of ${bytes(m.bytesTotal)} copied` },
-          el('div', { className: 'progress' }, el('div', { style: { width: `${pct}%` } })),
-          el('span', { className: 'muted', textContent: `${bytes(m.bytesRemaining)} left` })),
+        progressBar(m),
         el('span', { className: 'blocking', textContent: m.blockingReason ?? '' }),
         el('a', { href: m.link, target: '_blank', rel: 'noopener', textContent: 'Temporal UI' }),
       );
@@ -270,6 +282,183 @@ function renderMoves(view) {
   );
 }
 
+// One uPlot chart per figure, made on first data and fed new data after; `series` are the y series (x is time, in
+// seconds as uPlot takes it). Each figure says how many points and each series' largest value, for tests and
+// anyone reading the page's source.
+// `counts`: whole numbers, the axis to 1 at the least.
+function plot(name, series, data, format, counts = false) {
+  const figure = document.querySelector(`.chart[data-chart="${name}"]`);
+  figure.dataset.points = String(data[0].length);
+  figure.dataset.max = JSON.stringify(Object.fromEntries(series.map((s, i) => [s.label, Math.max(0, ...data[i + 1].filter((v) => v !== null))])));
+  const existing = state.charts[name];
+  if (existing && existing.series.length === series.length + 1) {
+    existing.setData(data);
+    return;
+  }
+  existing?.destroy();
+  const width = Math.max(320, figure.clientWidth - 10);
+  state.charts[name] = new uPlot(
+    {
+      width,
+      height: 170,
+      series: [{}, ...series.map((s) => ({ width: 1.5, value: (_u, v) => (v === null ? '-' : format(v)), ...s }))],
+      axes: [{}, { size: 90, values: (_u, ticks) => ticks.map(format), ...(counts ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) }],
+      // From zero up: a flat line of zeros sits at the bottom, not mid-chart.
+      scales: { y: { range: (_u, min, max) => [Math.min(0, min), Math.max(counts ? 1 : 1e-9, max * 1.1)] } },
+      hooks: { draw: [drawMarkers] },
+    },
+    data,
+    figure.querySelector('div'),
+  );
+}
+
+// Each pause (orange) and resume (green) as a vertical line across the plot.
+function drawMarkers(u) {
+  const { ctx, bbox } = u;
+  ctx.save();
+  ctx.lineWidth = 2;
+  for (const m of state.markers) {
+    const x = u.valToPos(Date.parse(m.at) / 1000, 'x', true);
+    if (x < bbox.left || x > bbox.left + bbox.width) continue;
+    ctx.strokeStyle = m.action === 'pause' ? '#e07020' : '#2a9d4a';
+    ctx.beginPath();
+    ctx.moveTo(x, bbox.top);
+    ctx.lineTo(x, bbox.top + bbox.height);
+    ctx.stroke();
+  }
+  ctx.restore();
+}
+
+// Where sampling stopped for a while (the service was down) a gap point breaks each line instead of joining
+// across it; `column` reads one series, null at the gaps.
+function withGaps(points, intervalMs) {
+  const out = [];
+  for (const p of points) {
+    const last = out[out.length - 1];
+    if (last && p.at - last.at > 3 * intervalMs) out.push({ gap: true, at: (last.at + p.at) / 2 });
+    out.push(p);
+  }
+  return out;
+}
+const column = (points, f) => points.map((p) => (p.gap ? null : f(p)));
+
+const perSecond = (v) => `${bytes(v)}/s`;
+const count = (v) => String(Math.round(v));
+const score = (v) => v.toFixed(3);
+
+function renderHistory(h) {
+  state.markers = h.markers;
+  state.intervalMs = h.intervalMs;
+  const s = withGaps(h.samples, h.intervalMs);
+  const x = s.map((p) => p.at / 1000);
+  $('history-note').textContent =
+    `(${h.samples.length} samples, one every ${h.intervalMs / 1000} s${h.lastError ? `; the last sample failed: ${h.lastError}` : ''})`;
+  const worst = (d) => column(s, (p) => (p.worst[d] ? Math.abs(p.worst[d].deviation) : null));
+  const worstNode = (d) => (_u, v, _si, i) => (v === null ? '-' : `${v.toFixed(3)} (${s[i]?.worst?.[d]?.node ?? '-'})`);
+  plot(
+    'spread',
+    [
+      { label: 'spread', stroke: '#111', width: 2 },
+      { label: 'band', stroke: '#c33', dash: [6, 4] },
+      ...DIMENSIONS.map((d) => ({ label: `${d} worst`, stroke: COLORS[d], value: worstNode(d) })),
+    ],
+    [x, column(s, (p) => p.spread), column(s, (p) => p.threshold), ...DIMENSIONS.map(worst)],
+    score,
+  );
+  plot('bytes', [{ label: 'bytes/s', stroke: '#3ba55c', fill: 'rgba(59,165,92,0.15)' }], [x, column(s, (p) => p.bytesPerSec)], perSecond);
+  // Ended moves as running counts per outcome over the hour, stepped at each sample.
+  const outcomeOf = (m) => (m.outcome in OUTCOMES ? m.outcome : 'other');
+  const ended = Object.keys(OUTCOMES).map((o) => column(s, (p) => h.ended.filter((m) => m.closedAt <= p.at && outcomeOf(m) === o).length));
+  const stepped = uPlot.paths.stepped({ align: 1 });
+  plot(
+    'moves',
+    [{ label: 'running', stroke: '#3b6fd8', width: 2, paths: stepped }, ...Object.entries(OUTCOMES).map(([o, color]) => ({ label: o, stroke: color, paths: stepped }))],
+    [x, column(s, (p) => p.running), ...ended],
+    count,
+    true,
+  );
+  plot('recovery', [{ label: 'recoveries pending', stroke: '#c33', paths: stepped }], [x, column(s, (p) => p.recoveryPending)], count, true);
+  $('markers').replaceChildren(
+    ...h.markers.map((m) =>
+      el('div', { className: 'marker row', dataset: { action: m.action } },
+        el('span', { className: 'muted', textContent: new Date(m.at).toLocaleTimeString() }),
+        el('span', { textContent: `${m.action === 'pause' ? 'paused' : 'resumed'} by ${m.actor} (${m.source}): ${m.reason}` }))),
+  );
+}
+
+function openDetail(node) {
+  state.detail = node;
+  $('node-detail').hidden = false;
+  void refreshDetail();
+  $('node-detail').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+}
+$('detail-close').addEventListener('click', () => {
+  state.detail = null;
+  $('node-detail').hidden = true;
+});
+
+// A node that cannot be read (removed, the broker down) says why in the panel and keeps what it showed.
+async function refreshDetail() {
+  const node = state.detail;
+  if (!node) return;
+  $('detail-node').textContent = node;
+  let d;
+  try {
+    d = await getJson(`/api/nodes/${encodeURIComponent(node)}`);
+  } catch (err) {
+    $('detail-summary').textContent = `could not read it: ${err.message}`;
+    return;
+  }
+  if (state.detail !== node) return;
+  const sc = d.score;
+  $('detail-summary').textContent =
+    `zone ${sc.zone} · cap ${sc.capacity}${sc.live ? '' : ' · down'}${sc.draining ? ' · draining' : ''} · score ${sc.total.toFixed(3)} ` +
+    `(mean ${d.mean.toFixed(3)}, band ${d.lower.toFixed(3)} to ${d.upper.toFixed(3)})`;
+  const p = withGaps(d.points, state.intervalMs);
+  plot(
+    'node',
+    [
+      { label: 'score', stroke: '#3b6fd8', width: 2 },
+      { label: 'mean', stroke: '#111' },
+      { label: 'mean + threshold', stroke: '#c33', dash: [6, 4] },
+      { label: 'mean - threshold', stroke: '#c33', dash: [6, 4] },
+    ],
+    [p.map((q) => q.at / 1000), column(p, (q) => q.total), column(p, (q) => q.mean), column(p, (q) => q.mean + q.threshold), column(p, (q) => q.mean - q.threshold)],
+    score,
+  );
+  const direction = (m) => (m.to === node ? 'in' : 'out');
+  $('detail-moves').replaceChildren(
+    ...d.running.map((m) =>
+      el('div', { className: 'detail-move row running', dataset: { partition: m.partition, direction: direction(m) } },
+        el('span', { textContent: direction(m) }),
+        el('strong', { textContent: m.partition }),
+        el('span', { textContent: m.kind }),
+        el('span', { textContent: `${m.from ?? '+'} → ${m.to}` }),
+        progressBar(m),
+        el('span', { className: 'phase', textContent: m.phase }))),
+    ...d.ended.slice().reverse().map((m) =>
+      el('div', { className: 'detail-move row ended', dataset: { partition: m.partition, direction: direction(m), outcome: m.outcome } },
+        el('span', { textContent: direction(m) }),
+        el('strong', { textContent: m.partition }),
+        el('span', { textContent: m.kind ?? '-' }),
+        el('span', { textContent: `${m.from ?? '+'} → ${m.to ?? '-'}` }),
+        el('span', { className: 'muted', textContent: new Date(m.closedAt).toLocaleTimeString() }),
+        el('span', { className: 'outcome', textContent: m.outcome }))),
+  );
+  if (d.running.length + d.ended.length === 0) $('detail-moves').append(el('div', { className: 'muted', textContent: 'none in the last hour' }));
+  $('detail-partitions-count').textContent = `(${d.partitions.length}: ${d.partitions.filter((x) => x.role === 'owner').length} owned)`;
+  $('detail-partitions').replaceChildren(
+    ...d.partitions.map((x) => el('span', { className: x.role, dataset: { partition: x.partition }, title: `${x.kind}, ${x.role}`, textContent: `${x.partition} ${x.role}` })),
+  );
+}
+
+async function refreshHistory() {
+  if (Date.now() - state.historyAt < HISTORY_POLL_MS) return;
+  state.historyAt = Date.now();
+  renderHistory(await getJson('/api/history'));
+  await refreshDetail();
+}
+
 async function refresh() {
   const filter = $('nodes-filter').value;
   const nodesQuery = new URLSearchParams({ offset: state.nodesOffset, limit: PAGE, sort: $('nodes-sort').value, ...(filter ? { filter } : {}) });
@@ -284,6 +473,7 @@ async function refresh() {
     renderPlan(status.rebalancer);
     renderNodes(nodes, new Set((status.rebalancer.excluded ?? []).map((h) => h.id)));
     renderMoves(moves);
+    await refreshHistory();
     $('updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $('updated').textContent = `update failed: ${err.message}`;

@@ -126,6 +126,26 @@ describe('bad input', () => {
     expect(drain.body.message).toMatch(/unknown node n42 \(node\)/);
     const cancel = await call(base(), 'POST', '/api/moves/q-598/cancel', { body: { reason: 'r' } });
     expect(cancel.body.message).toMatch(/unknown partition q-598/);
+    const detail = await call(base(), 'GET', '/api/nodes/n77');
+    expect(detail.status).toBe(404);
+    expect(detail.body).toMatchObject({ error: 'unknown_node', message: expect.stringMatching(/unknown node n77/) });
+  });
+
+  it('refuses a history query it cannot answer (400), naming the parameter', async () => {
+    const cases: [string, RegExp][] = [
+      ['/api/history?minutes=0', /^invalid query: minutes: /],
+      ['/api/history?minutes=61', /^invalid query: minutes: the service keeps 60 minutes of history/],
+      ['/api/history?minutes=1.5', /^invalid query: minutes: expected whole minutes/],
+      ['/api/history?minutes=soon', /^invalid query: minutes: /],
+      ['/api/history?since=0', /^invalid query: .*since/],
+      ['/api/nodes/n1?minutes=99', /^invalid query: minutes: /],
+      ['/api/nodes/bad%20id!', /^invalid path: node: /],
+    ];
+    for (const [url, message] of cases) {
+      const r = await call(base(), 'GET', url);
+      expect(r.status, url).toBe(400);
+      expect(r.body.message, url).toMatch(message);
+    }
   });
 });
 
@@ -164,8 +184,24 @@ describe('audit', () => {
     const pause = await call(base(), 'POST', '/api/pause', { body: { reason: 'audit test' } });
     expect(pause.status).toBe(200);
     await call(base(), 'POST', '/api/resume', { body: { reason: 'audit test over' }, headers: { 'x-operator': 'carol' } });
+    // The history has seen the move end; what it sampled before the restart is there after it.
+    const before = await eventually('the history to record the move ended', async () => {
+      const r = (await call(base(), 'GET', '/api/history')).body as { samples: { at: number }[]; ended: { partition: string; outcome: string }[] };
+      return r.ended.some((m) => m.partition === 'q-501' && m.outcome === 'completed') ? r : undefined;
+    });
 
     await f.restartAdmin();
+    const after = (await call(base(), 'GET', '/api/history')).body as typeof before & { markers: { action: string; actor: string; reason: string }[] };
+    expect(after.samples.slice(0, before.samples.length)).toEqual(before.samples);
+    expect(after.ended).toEqual(before.ended);
+    expect(after.markers.slice(-2)).toMatchObject([
+      { action: 'pause', actor: 'api', reason: 'audit test' },
+      { action: 'resume', actor: 'carol', reason: 'audit test over' },
+    ]);
+    const detail = (await call(base(), 'GET', `/api/nodes/${to}`)).body as { partitions: { partition: string; role: string }[]; ended: { partition: string }[]; points: unknown[] };
+    expect(detail.partitions).toContainEqual({ partition: 'q-501', kind: 'queue', role: 'follower' });
+    expect(detail.ended.map((m) => m.partition)).toContain('q-501');
+    expect(detail.points.length).toBeGreaterThan(0);
     const entries = await auditEntries();
     const mine = entries.filter((e) => e.reason !== 'maintenance window' && e.reason !== 'window over');
     expect(mine.slice(0, 4).map((e) => [e.actor, e.source, e.action, e.target, e.reason, e.outcome.replace(/:.*/, '')])).toEqual([
@@ -200,6 +236,14 @@ describe('OpenAPI', () => {
         expect(Object.keys(op.responses).length, `${method} ${p}`).toBeGreaterThan(0);
         if (op.requestBody) ajv.compile(op.requestBody.content['application/json']!.schema);
       }
+    }
+    // The history's answers are described as served.
+    const answer = (p: string) => ajv.compile((doc.paths[p]!.get as unknown as { responses: { 200: { content: { 'application/json': { schema: object } } } } }).responses[200].content['application/json'].schema);
+    for (const [p, url] of [['/api/history', '/api/history'], ['/api/nodes/{node}', '/api/nodes/n1']] as const) {
+      const validate = answer(p);
+      const served = (await call(base(), 'GET', url)).body;
+      expect(validate(served), `${url}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      expect(validate({ ...served, samples: [{}], points: [{}] }), url).toBe(false);
     }
     const move = ajv.compile(doc.paths['/api/moves']!.post!.requestBody!.content['application/json']!.schema);
     expect(move({ kind: 'replace', partition: 'q-500', lost: 'n1', with: 'n4', reason: 'lost disk' })).toBe(true);

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { AuditLog, auditFile } from '../../admin/audit';
+import { HistoryStore } from '../../admin/history';
 import type { AdminDeps } from '../../admin/deps';
 import { startAdmin, type RunningAdmin } from '../../admin/server';
 import { createAdminDeps } from '../../admin/wiring';
@@ -25,7 +26,7 @@ export interface AdminFixture {
   deps: AdminDeps;
   admin: RunningAdmin;
   dataDir: string;
-  /** Stops the admin server and closes its audit log, then starts both again on the same data directory. */
+  /** Stops the admin server and closes its audit log and history, then starts them again on the same data directory. */
   restartAdmin(host?: string): Promise<RunningAdmin>;
   startAdminOn(host: string): Promise<RunningAdmin>;
   close(): Promise<void>;
@@ -37,6 +38,8 @@ export async function startAdminFixture(options: {
   nodes?: number;
   config?: Partial<SimConfig>;
   planner?: Partial<PlannerConfig>;
+  /** How often the admin samples its history (its own default unless said). */
+  historyIntervalMs?: number;
 }): Promise<AdminFixture> {
   const cluster = await startTestCluster(options.config ?? {}, { nodes: options.nodes ?? 5, partitions: 0, streams: 0 });
   const client = await connectClient();
@@ -59,8 +62,9 @@ export async function startAdminFixture(options: {
   const deps = createAdminDeps({ client, cluster: cluster.client, taskQueue, planner });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
   let audit = new AuditLog(auditFile(dataDir));
-  const open = (host = '127.0.0.1', log = audit) =>
-    startAdmin({ deps, audit: log, token: TOKEN, host, port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
+  let history = new HistoryStore(auditFile(dataDir));
+  const open = (host = '127.0.0.1') =>
+    startAdmin({ deps, audit, history, historyIntervalMs: options.historyIntervalMs, token: TOKEN, host, port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
   const fixture: AdminFixture = {
     cluster,
     client,
@@ -70,7 +74,9 @@ export async function startAdminFixture(options: {
     async restartAdmin() {
       await fixture.admin.close();
       audit.close();
+      history.close();
       audit = new AuditLog(auditFile(dataDir));
+      history = new HistoryStore(auditFile(dataDir));
       fixture.admin = await open();
       return fixture.admin;
     },
@@ -78,6 +84,7 @@ export async function startAdminFixture(options: {
     async close() {
       await fixture.admin.close();
       audit.close();
+      history.close();
       w.shutdown();
       await running;
       await cluster.close();

@@ -29,8 +29,9 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
 
   beforeAll(async () => {
     if (!present) throw new Error(`no browser at ${CHROMIUM}: .ci/run installs Debian's chromium (apt-get install -y chromium)`);
-    // Transfers of about 3 MiB at 512 KiB/s: a move stays on screen for several seconds.
-    f = await startAdminFixture({ name: 'dashboard', partitions: ['q-520', 'q-521', 'q-522', 'q-523'], config: { transferBytesPerSec: 512 * 1024 } });
+    // Transfers of about 3 MiB at 512 KiB/s: a move stays on screen for several seconds. The history is sampled
+    // every second, so the charts have points within the test's moves.
+    f = await startAdminFixture({ name: 'dashboard', partitions: ['q-520', 'q-521', 'q-522', 'q-523'], config: { transferBytesPerSec: 512 * 1024 }, historyIntervalMs: 1_000 });
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
     page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     await page.goto(`${f.admin.url}/#token=${TOKEN}`);
@@ -80,6 +81,73 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
     expect(audit[0]).toMatchObject({ actor: 'dana', source: 'dashboard', action: 'follower-move', reason: 'fill the quiet node', outcome: 'ok' });
   });
 
+  it("fills a running move's bar with the bytes it copied, though the page first looks when the copy is well under way", async () => {
+    // About 8 MiB to copy (1,000 messages of 8 KiB, published slowly): some 16 s at 512 KiB/s.
+    await f.cluster.client.createPartition({ id: 'q-524', replicas: ['n1', 'n2', 'n3'], initialMessages: 1_000, messageBytes: 8 * 1024, publishRate: 2 });
+    // No page polls the admin service while the copy starts: what it knows of the move it learned by itself.
+    await page.goto('about:blank');
+    const started = await call(f.admin.url, 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-524', from: 'n2', to: 'n4', reason: 'progress bar check' } });
+    expect(started.status).toBe(202);
+    const left = async () => (await f.cluster.client.syncBudget()).transfers.find((t) => t.partition === 'q-524' && t.node === 'n4')?.bytesRemaining;
+    let most = 0;
+    await expect
+      .poll(async () => {
+        const now = await left();
+        most = Math.max(most, now ?? 0);
+        return now !== undefined && now <= most * 0.55;
+      }, { timeout: 60_000, interval: 100 })
+      .toBe(true);
+
+    await page.goto(`${f.admin.url}/#token=${TOKEN}`);
+    const row = page.locator('.move.row[data-partition="q-524"]');
+    await row.waitFor({ timeout: 10_000 });
+    const fill = await row.locator('.progress > div').evaluate((d) => parseFloat((d as unknown as { style: { width: string } }).style.width));
+    const copied = 100 * (1 - (await left())! / most);
+    // The broker's figure is a moment ahead of the move's own report the bar is drawn from.
+    expect(fill).toBeGreaterThan(35);
+    expect(Math.abs(fill - copied)).toBeLessThan(15);
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-progress.png'), fullPage: true });
+    await page.locator('.ended.row[data-partition="q-524"][data-outcome="completed"]').waitFor({ timeout: 120_000 });
+  });
+
+  it("charts the last hour from the moves that ran, and shows a node's partitions, moves and score over time", async () => {
+    const chart = (name: string) => page.locator(`.chart[data-chart="${name}"]`);
+    const max = async (name: string) => JSON.parse((await chart(name).getAttribute('data-max')) ?? '{}') as Record<string, number>;
+    await expect.poll(async () => (await max('moves')).completed ?? 0, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
+    expect((await max('moves')).running).toBeGreaterThanOrEqual(1);
+    // A 8 MiB copy over some 16 s: at least 100 KiB/s in a second's sample.
+    expect((await max('bytes'))['bytes/s']).toBeGreaterThan(100 * 1024);
+    expect(Number(await chart('spread').getAttribute('data-points'))).toBeGreaterThan(5);
+    const spread = await max('spread');
+    expect(spread.band).toBeCloseTo(0.1);
+    expect(spread.spread).toBeGreaterThan(0);
+    expect(Object.keys(spread)).toEqual(['spread', 'band', 'owned worst', 'followed worst', 'history worst', 'traffic worst', 'sync worst']);
+    // Each chart drew on its canvas: lines, not only the empty frame.
+    for (const name of ['spread', 'bytes', 'moves', 'recovery']) {
+      const inked = await chart(name).locator('canvas').evaluate((c) => {
+        const canvas = c as unknown as { width: number; height: number; getContext(t: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } };
+        const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+        let n = 0;
+        for (let i = 3; i < data.length; i += 4) if (data[i]! > 0) n++;
+        return n;
+      });
+      expect(inked, name).toBeGreaterThan(500);
+    }
+
+    await page.click('.node.row[data-node="n4"]');
+    const detail = page.locator('#node-detail');
+    await expect.poll(() => detail.isVisible()).toBe(true);
+    await expect.poll(() => page.locator('#detail-moves .detail-move.ended[data-partition="q-524"]').count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.getAttribute('#detail-moves .detail-move.ended[data-partition="q-524"]', 'data-direction')).toBe('in');
+    expect(await page.textContent('#detail-partitions [data-partition="q-524"]')).toBe('q-524 follower');
+    expect(await page.textContent('#detail-summary')).toMatch(/score \d\.\d{3} \(mean \d\.\d{3}, band /);
+    expect(Number(await chart('node').getAttribute('data-points'))).toBeGreaterThan(5);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-history.png'), fullPage: true });
+    await page.click('#detail-close');
+    expect(await detail.isVisible()).toBe(false);
+  });
+
   it('pause shows the banner with who and why; resume clears it', async () => {
     await page.fill('#pause-form input[name=reason]', 'investigating latency');
     await page.click('#pause');
@@ -89,6 +157,11 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
     await page.fill('#resume-form input[name=reason]', 'latency explained');
     await page.click('#resume');
     await expect.poll(() => page.locator('#banner').isVisible(), { timeout: 10_000 }).toBe(false);
+    // Both are marked on the history with who and why.
+    await expect.poll(() => page.locator('#markers .marker').allTextContents(), { timeout: 15_000 }).toEqual([
+      expect.stringMatching(/paused by dana \(dashboard\): investigating latency$/),
+      expect.stringMatching(/resumed by dana \(dashboard\): latency explained$/),
+    ]);
   });
 
   it('drain shows the refusal of a node holding a stream copy; with "queues only" the drain starts', async () => {
