@@ -180,7 +180,8 @@ function scoreBar(n, view) {
   const bar = el('div', { className: 'bar', title: DIMENSIONS.map((d) => `${d} ${n[d].toFixed(2)}`).join(', ') + ` · total ${n.total.toFixed(2)}` });
   let left = 0;
   for (const d of DIMENSIONS) {
-    const width = view.weights[d] * n[d] * scale;
+    // The scores are weighted already: the segments add up to the total, where the marks are drawn.
+    const width = n[d] * scale;
     if (width <= 0) continue;
     bar.append(el('div', { className: `seg ${d}`, style: { left: `${left}%`, width: `${width}%` } }));
     left += width;
