@@ -6,18 +6,21 @@
  * it the only ways on are finishing or ordinary recovery.
  */
 import type { MoveOutcome, ReplaceRequest } from './definitions';
-import { checkReplace } from './grow-rules';
+import { patched } from '@temporalio/workflow';
+import { checkReplace, ZONE_SPREAD } from './grow-rules';
 import { removeOnceCovered, untilCounted, validate } from './steps/grow-learner';
 import { begin } from './steps/operation';
 import { swap } from './steps/steps';
 
 export async function followerReplacement(request: ReplaceRequest): Promise<MoveOutcome> {
   const { partition, lost: L, with: T, origin } = request;
+  // Asked first, before any command: the zone rule an execution starts under is the one it keeps.
+  const spread = patched(ZONE_SPREAD);
   const op = begin({ kind: 'replace', partition, from: L, to: T, origin }, request);
 
   return op.run(async () => {
     // ---- validating: the rules the client checked, against what the broker says now.
-    const refused = await validate(op, (ctx) => checkReplace(ctx.view.partition, ctx.nodes, L, T));
+    const refused = await validate(op, (ctx) => checkReplace(ctx.view.partition, ctx.nodes, L, T, spread));
     if (refused) return refused.ended;
 
     // ---- step 0, then step 1: T counts in L's place; the owner records boundary B.
@@ -26,7 +29,7 @@ export async function followerReplacement(request: ReplaceRequest): Promise<Move
       to: T,
       origin,
       count: (interrupts) => swap(op, T, L, interrupts),
-      recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T),
+      recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T, spread),
     });
     if ('ended' in swapped) return swapped.ended;
     const B = swapped.value;

@@ -3,13 +3,20 @@
  * before starting a workflow and the workflow checks it again against what the broker says at its first step.
  * Nothing is written on a "no".
  *
- * Zones: a partition keeps one copy per zone when its counted copies (owner and followers, at least two) sit
- * in distinct zones today. Then an increase needs a live zone for every copy of the new replication factor
- * and T in a zone no copy uses, and a replacement needs T in a zone no remaining copy uses. A partition whose
- * copies already share a zone (every node of a one-zone cluster, for one) is placed by node only.
+ * Zones: copies of a partition spread over zones as evenly as its replication factor allows, and a new copy, of an
+ * increase or in place of a lost one, never spreads them less evenly (`unevenZone`; the planner's own repairs take
+ * the emptiest zone, `canAdd`). The counted copies are the owner and followers, the lost one left out. So a
+ * replication factor above the number of zones is possible (5 copies over 3 zones: 2, 2, 1), and an increase is
+ * refused for zones only when a zone with fewer copies has a node to take it.
+ *
+ * Executions from before patch `zone-spread` (`spread` false) keep the rule they started under: a partition whose
+ * counted copies sit in distinct zones keeps one copy per zone. Delete it with the patch.
  */
 import type { Node, Partition } from '../cluster/contract';
 import type { MoveCheck } from './follower-move-rules';
+
+/** The patch under which increases and replacements spread copies over zones (see the module comment). */
+export const ZONE_SPREAD = 'zone-spread';
 
 /** The contract's largest replication factor. */
 const MAX_REPLICATION_FACTOR = 16;
@@ -39,14 +46,41 @@ function checkNewCopy(partition: Partition, known: Map<string, Node>, to: string
   return null;
 }
 
-/** The zones of the given copies when they keep one copy per zone (see the module comment), else null. */
+/**
+ * Null when a new copy of `partition` on `to` leaves its copies spread over zones no less evenly (`copies`: those
+ * that stay), else why not. The spread is the most copies in a zone less the fewest in a zone with a live node that
+ * could take one; a new copy may keep it, or bring it down to 1, never widen it.
+ */
+function unevenZone(partition: Partition, nodes: Node[], copies: string[], to: string): MoveCheck | null {
+  const zoneOf = new Map(nodes.map((n) => [n.id, n.zone]));
+  const counts = new Map<string, number>();
+  for (const c of copies) counts.set(zoneOf.get(c) ?? '', (counts.get(zoneOf.get(c) ?? '') ?? 0) + 1);
+  const held = new Set([partition.owner, ...partition.followers, ...partition.learners, ...(partition.leaving ? [partition.leaving] : [])]);
+  const open = [...new Set(nodes.filter((n) => n.live && !n.draining && !held.has(n.id)).map((n) => n.zone))];
+  const spread = (extra: string | null): number => {
+    const at = (z: string) => (counts.get(z) ?? 0) + (z === extra ? 1 : 0);
+    return Math.max(0, ...[...counts.keys(), ...open].map(at)) - Math.min(...open.map(at));
+  };
+  const zone = zoneOf.get(to)!;
+  if (spread(zone) <= Math.max(1, spread(null))) return null;
+  const fewest = Math.min(...open.map((z) => counts.get(z) ?? 0));
+  const emptiest = open.filter((z) => (counts.get(z) ?? 0) === fewest).sort();
+  const mine = counts.get(zone) ?? 0;
+  return no(
+    'same_zone',
+    `${partition.id} has ${mine} ${mine === 1 ? 'copy' : 'copies'} in ${zone}, where ${to} is, and ${fewest} in ${emptiest.join(', ')}: ` +
+      `a copy in ${zone} would spread its copies over zones less evenly; choose a live node in ${emptiest.join(' or ')}`,
+  );
+}
+
+/** Before patch zone-spread: the zones of the given copies when they keep one copy per zone, else null. */
 function spreadZones(copies: string[], known: Map<string, Node>): Set<string> | null {
   const zones = new Set(copies.map((n) => known.get(n)?.zone ?? ''));
   return copies.length >= 2 && zones.size === copies.length ? zones : null;
 }
 
-/** A replication-factor increase of `partition` by one copy on `to`. */
-export function checkGrow(partition: Partition, nodes: Node[], to: string): MoveCheck {
+/** A replication-factor increase of `partition` by one copy on `to`; `spread`: the zone rule of patch zone-spread. */
+export function checkGrow(partition: Partition, nodes: Node[], to: string, spread = true): MoveCheck {
   const known = new Map(nodes.map((n) => [n.id, n]));
   const refused = checkKnown(partition, known, [to]) ?? checkNewCopy(partition, known, to);
   if (refused) return refused;
@@ -63,6 +97,7 @@ export function checkGrow(partition: Partition, nodes: Node[], to: string): Move
     );
   }
   const copies = [partition.owner, ...partition.followers];
+  if (spread) return unevenZone(partition, nodes, copies, to) ?? { ok: true };
   const zones = spreadZones(copies, known);
   if (zones) {
     const liveZones = new Set(live.map((n) => n.zone));
@@ -99,8 +134,8 @@ function notLost(partition: Partition, known: Map<string, Node>, lost: string): 
   return null;
 }
 
-/** A replacement of the lost follower `lost` by `withNode`. */
-export function checkReplace(partition: Partition, nodes: Node[], lost: string, withNode: string): MoveCheck {
+/** A replacement of the lost follower `lost` by `withNode`; `spread`: the zone rule of patch zone-spread. */
+export function checkReplace(partition: Partition, nodes: Node[], lost: string, withNode: string, spread = true): MoveCheck {
   const known = new Map(nodes.map((n) => [n.id, n]));
   const unknown = checkKnown(partition, known, [lost, withNode]);
   if (unknown) return unknown;
@@ -110,6 +145,7 @@ export function checkReplace(partition: Partition, nodes: Node[], lost: string, 
   const refused = checkNewCopy(partition, known, withNode);
   if (refused) return refused;
   const copies = [partition.owner, ...partition.followers];
+  if (spread) return unevenZone(partition, nodes, copies.filter((n) => n !== lost), withNode) ?? { ok: true };
   const zone = known.get(withNode)!.zone;
   if (spreadZones(copies, known) && copies.some((n) => n !== lost && known.get(n)!.zone === zone)) {
     return no('same_zone', `${partition.id} keeps one copy per zone and already has one in ${zone}, where ${withNode} is; choose a live node in ${known.get(lost)!.zone} or a zone it has no copy in`);

@@ -4,18 +4,21 @@
  * factor together, so W changes only when T starts to count. Every exit before the promotion drops the learner.
  */
 import type { GrowRequest, MoveOutcome } from './definitions';
-import { checkGrow } from './grow-rules';
+import { patched } from '@temporalio/workflow';
+import { checkGrow, ZONE_SPREAD } from './grow-rules';
 import { untilCounted, validate } from './steps/grow-learner';
 import { begin } from './steps/operation';
 import { promoteLearner } from './steps/steps';
 
 export async function replicationIncrease(request: GrowRequest): Promise<MoveOutcome> {
   const { partition, to: T, origin } = request;
+  // Asked first, before any command: the zone rule an execution starts under is the one it keeps.
+  const spread = patched(ZONE_SPREAD);
   const op = begin({ kind: 'grow', partition, from: null, to: T, origin }, request);
 
   return op.run(async () => {
     // ---- validating: the rules the client checked, against what the broker says now.
-    const refused = await validate(op, (ctx) => checkGrow(ctx.view.partition, ctx.nodes, T));
+    const refused = await validate(op, (ctx) => checkGrow(ctx.view.partition, ctx.nodes, T, spread));
     if (refused) return refused.ended;
 
     // ---- step 0, then the promotion: T counts and the replication factor rises in the same write.
@@ -24,7 +27,7 @@ export async function replicationIncrease(request: GrowRequest): Promise<MoveOut
       to: T,
       origin,
       count: (interrupts) => promoteLearner(op, T, interrupts),
-      recheck: (again) => checkGrow(again.view.partition, again.nodes, T),
+      recheck: (again) => checkGrow(again.view.partition, again.nodes, T, spread),
     });
     if ('ended' in promoted) return promoted.ended;
     return { status: 'completed', partition, from: null, to: T, boundary: null, epoch: op.watch.epoch };

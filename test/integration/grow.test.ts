@@ -56,18 +56,13 @@ describe('replication-factor increase', () => {
   });
 
   it('refuses bad input before anything is written', async () => {
-    const spread = await create('q-231', ['n1', 'n2', 'n3']);
     const stream = await create('q-232', ['n1', 'n4'], 'stream');
     const wide = await create('q-233', ['n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7']);
     const twoZones = await create('q-234', ['n1', 'n2']);
-    expect(await refusal(startGrow(t.ctx, { partition: 'q-231', to: 'n4', origin: 'operator' }))).toMatchObject({
-      code: 'too_few_zones',
-      message: expect.stringMatching(/keeps one copy per zone \(z1, z2, z3\); replication factor 4 needs 4 zones with a live node, the cluster has 3/),
-    });
     expect(await refusal(startGrow(t.ctx, { partition: 'q-232', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'not_a_queue' });
     expect(await refusal(startGrow(t.ctx, { partition: 'q-234', to: 'n4', origin: 'operator' }))).toMatchObject({
       code: 'same_zone',
-      message: expect.stringMatching(/already has one in z1, where n4 is/),
+      message: expect.stringMatching(/^q-234 has 1 copy in z1, where n4 is, and 0 in z3: a copy in z1 would spread its copies over zones less evenly; choose a live node in z3$/),
     });
     expect(await refusal(startGrow(t.ctx, { partition: 'q-234', to: 'n2', origin: 'operator' }))).toMatchObject({ code: 'already_a_replica' });
     expect(await refusal(startGrow(t.ctx, { partition: 'q-239', to: 'n5', origin: 'operator' }))).toMatchObject({ code: 'unknown_partition' });
@@ -81,12 +76,30 @@ describe('replication-factor increase', () => {
     } finally {
       await t.cluster.client.fault({ fault: 'restart-node', node: 'n7' });
     }
-    for (const [id, p] of [['q-231', spread], ['q-232', stream], ['q-233', wide], ['q-234', twoZones]] as const) {
+    for (const [id, p] of [['q-232', stream], ['q-233', wide], ['q-234', twoZones]] as const) {
       const now = await partition(id);
       expect([now.owner, now.followers, now.learners, now.replicationFactor]).toEqual([p.owner, p.followers, p.learners, p.replicationFactor]);
       await expect(t.client.workflow.getHandle(reconfigurationWorkflowId(id)).describe()).rejects.toThrow();
     }
     await settled(t.cluster.client, 'q-233');
+  });
+
+  it('grows past the number of zones: 5 copies over z1, z2, z3, each new one where the spread stays even', async () => {
+    const before = await create('q-231', ['n1', 'n2', 'n3']);
+    let handle: WorkflowHandle | undefined;
+    for (const to of ['n4', 'n5']) {
+      handle = await startGrow(t.ctx, { partition: 'q-231', to, origin: 'operator', timing: TIMING });
+      expect(await handle.result()).toMatchObject({ status: 'completed', kind: 'grow', partition: 'q-231', to });
+    }
+    const after = await partition('q-231');
+    expect(counted(after)).toEqual(['n1', 'n2', 'n3', 'n4', 'n5']);
+    expect([after.replicationFactor, after.writeRequirement]).toEqual([5, writeRequirement(before.durability, 5)]);
+    // A sixth in z1 or z2 would hold three where z3 holds one: refused, naming the zone that may take it.
+    expect(await refusal(startGrow(t.ctx, { partition: 'q-231', to: 'n7', origin: 'operator' }))).toMatchObject({
+      code: 'same_zone',
+      message: expect.stringMatching(/^q-231 has 2 copies in z1, where n7 is, and 1 in z3: .*choose a live node in z3$/),
+    });
+    await replayAndKeep(t.client, handle!.workflowId, 'replication-increase-zone-spread');
   });
 
   it('refuses a second reconfiguration while one runs, then a cancel drops the learner', async () => {

@@ -54,13 +54,36 @@ describe('checkGrow', () => {
     ],
     ['above the maximum', checkGrow(partition({ replicationFactor: 16 }), nodes, 'n4'), 'above_maximum', /at most 16/],
     [
-      'above the live zones',
-      checkGrow(partition(), zoned.filter((n) => n.id !== 'n7'), 'n4'),
+      'a node in a zone with more copies than another that can take one',
+      checkGrow(partition(), zoned, 'n4'),
+      'same_zone',
+      /^q-0 has 1 copy in za, where n4 is, and 0 in zd: a copy in za would spread its copies over zones less evenly; choose a live node in zd$/,
+    ],
+    // Executions from before patch zone-spread keep one copy per zone.
+    [
+      'above the live zones, under the rule before zone-spread',
+      checkGrow(partition(), zoned.filter((n) => n.id !== 'n7'), 'n4', false),
       'too_few_zones',
       /keeps one copy per zone \(za, zb, zc\); replication factor 4 needs 4 zones with a live node, the cluster has 3/,
     ],
-    ['a node in a zone that has a copy', checkGrow(partition(), zoned, 'n4'), 'same_zone', /already has one in za, where n4 is/],
+    ['a node in a zone that has a copy, under the rule before zone-spread', checkGrow(partition(), zoned, 'n4', false), 'same_zone', /already has one in za, where n4 is/],
   ])('refuses %s', (...c) => expectRefused(c));
+  it('keeps a spread it cannot narrow: two copies in one zone and none in another may take a third in the middle one', () => {
+    const twoZones = [node('n1', { zone: 'za' }), node('n2', { zone: 'za' }), node('n3', { zone: 'zb' }), node('n4', { zone: 'zb' }), node('n5', { zone: 'zc' }), node('n6', { zone: 'za' })];
+    const bunched = partition({ owner: 'n1', followers: ['n2', 'n3'] });
+    expect(checkGrow(bunched, twoZones, 'n4')).toEqual({ ok: true });
+    expect(checkGrow(bunched, twoZones, 'n5')).toEqual({ ok: true });
+    expect(checkGrow(bunched, twoZones, 'n6')).toMatchObject({ ok: false, code: 'same_zone', message: expect.stringMatching(/has 2 copies in za, where n6 is, and 0 in zc/) });
+  });
+  it('accepts more copies than zones: each new one in a zone with the fewest (5 copies over 3 zones: 2, 2, 1)', () => {
+    const three = [node('n1', { zone: 'za' }), node('n2', { zone: 'zb' }), node('n3', { zone: 'zc' }), node('n4', { zone: 'za' }), node('n5', { zone: 'zb' }), node('n6', { zone: 'zc' })];
+    expect(checkGrow(partition(), three, 'n4')).toEqual({ ok: true });
+    const four = partition({ followers: ['n2', 'n3', 'n4'], replicationFactor: 4 });
+    expect(checkGrow(four, three, 'n5')).toEqual({ ok: true });
+    expect(checkGrow(four, three, 'n6')).toEqual({ ok: true });
+    const five = partition({ followers: ['n2', 'n3', 'n4', 'n5'], replicationFactor: 5 });
+    expect(checkGrow(five, three, 'n6')).toEqual({ ok: true });
+  });
 });
 
 describe('checkReplace', () => {
@@ -96,8 +119,14 @@ describe('checkReplace', () => {
     ['T down', checkReplace(partition(), down, 'n3', 'n5'), 'node_down', /n5 is down/],
     ['T draining', checkReplace(partition(), down, 'n3', 'n6'), 'node_draining', /n6 is draining/],
     [
-      'T in a zone a remaining copy uses',
+      'T in a zone holding more of the remaining copies than another that can take one',
       checkReplace(partition(), zoned.map((n) => (n.id === 'n3' ? { ...n, live: false } : n)), 'n3', 'n4'),
+      'same_zone',
+      /^q-0 has 1 copy in za, where n4 is, and 0 in zd: .*choose a live node in zd$/,
+    ],
+    [
+      'T in a zone a remaining copy uses, under the rule before zone-spread',
+      checkReplace(partition(), zoned.map((n) => (n.id === 'n3' ? { ...n, live: false } : n)), 'n3', 'n4', false),
       'same_zone',
       /already has one in za, where n4 is; choose a live node in zc or a zone it has no copy in/,
     ],
