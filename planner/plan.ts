@@ -3,7 +3,8 @@
  * ordered plan, tick after tick on the predicted topology, with the spread it reaches and the time it takes).
  * Pure: the input is a topology snapshot, the moves in flight, cooldowns and a clock.
  */
-import { validatePlannerConfig } from './config';
+import { dimensionReport, type DimensionReport } from './bands';
+import { bandsOf, validatePlannerConfig } from './config';
 import { proposeTick, TickPlanner, type TickContext } from './policy';
 import { ClusterState } from './state';
 import type { NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
@@ -58,6 +59,7 @@ function plan(st: ClusterState, config: PlannerConfig, t0: number, before: numbe
     threshold: config.threshold,
     predictedMs: predictMs(steps, config),
     idleReason: idle,
+    dimensions: dimensionReport(st, bandsOf(config)),
   };
 }
 
@@ -103,6 +105,12 @@ export function planToConvergence(input: PlanInput, config: PlannerConfig): Plan
 export function scoreNodes(input: PlanInput, config: PlannerConfig): { mean: number; nodes: NodeScore[] } {
   const { st } = start(input, config);
   return { mean: st.mean, nodes: st.scores() };
+}
+
+/** Each dimension's worst node against its band (see bands.ts), for the planner benchmark and operators. */
+export function dimensionBands(input: PlanInput, config: PlannerConfig): DimensionReport[] {
+  const { st } = start(input, config);
+  return dimensionReport(st, bandsOf(config));
 }
 
 /**

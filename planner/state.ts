@@ -5,6 +5,7 @@
  * belong together, and split apart every access would go through a second object.
  */
 import type { Node, Partition, Topology } from '../cluster/contract';
+import type { Dimension } from './bands';
 import { lostReason } from './repair';
 import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig } from './types';
 
@@ -111,6 +112,8 @@ export class ClusterState {
   /** Mean steady score (sync excluded) over the nodes that stay: 1 when every weighted dimension has load. */
   readonly mean: number;
   readonly activeCap: number;
+  /** Per dimension of the bands: the cluster's total over the capacity of the nodes that stay (a node's share per capacity). */
+  readonly perCap: Record<Dimension, number>;
   /** Node index -> partitions it holds a retained copy of. */
   readonly retainedOn = new Map<number, number[]>();
   /** Partitions with a recovery pending, in topology order. */
@@ -197,6 +200,13 @@ export class ClusterState {
       total.bytes += this.bytes[p]!;
     }
     this.activeCap = activeCap;
+    const perCap = (x: number): number => (activeCap > 0 ? x / activeCap : 0);
+    this.perCap = {
+      replicas: perCap(total.owned + total.followed),
+      owned: perCap(total.owned),
+      disk: perCap(total.bytes),
+      traffic: perCap(total.traffic),
+    };
     const per = (x: number, weight: number): number => (x > 0 && activeCap > 0 ? (weight * activeCap) / x : 0);
     const cw = config.weights;
     this.w = {
