@@ -65,6 +65,17 @@ describe('rebalancer plan --snapshot', () => {
     expect(JSON.parse(run.stdout)).toEqual({ code: 0, loaded: 0 });
   });
 
+  it('prints the whole of a --json plan longer than a pipe holds (64 KiB) before it exits', () => {
+    const f = file('long.json', ring(100, 10, 10));
+    // The reader waits until the command has exited (2 s at most: a command that waits for the pipe never does), so
+    // the pipe is full when the plan is printed and what did not fit is still in the process.
+    const ended = path.join(dir, 'long.ended');
+    const command = `("${process.execPath}" bin/rebalancer.mjs plan --json --snapshot "${f}"; touch "${ended}") | (i=0; while [ ! -e "${ended}" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; cat)`;
+    const run = spawnSync('sh', ['-c', command], { cwd: path.resolve(import.meta.dirname, '../..'), encoding: 'utf8' });
+    expect(run.stdout.length).toBeGreaterThan(64 * 1024);
+    expect((JSON.parse(run.stdout) as { steps: unknown[] }).steps.length).toBeGreaterThan(0);
+  });
+
   it('refuses a file it cannot read, naming it', async () => {
     const r = await run('plan', '--snapshot', path.join(dir, 'missing.json'));
     expect(r.code).toBe(2);
