@@ -10,7 +10,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -352,16 +352,21 @@ async function timing(topology: Topology, baseline: string | undefined) {
 /** Runs of the whole command per checkout: each a new process, as a user's, so start-up counts every time. */
 const COMMAND_RUNS = 5;
 
-/** One run of `rebalancer plan --json --snapshot FILE` from checkout `dir`: its wall time and what it printed. */
+/** One run of `rebalancer plan --json --snapshot FILE > OUT` from checkout `dir`: its wall time and what it printed. */
 function runCommand(dir: string, file: string): { wallMs: number; planningMs: number; steps: number } {
   // The planner's defaults, whatever this shell sets, so the command plans as the in-process figures do.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('REBALANCER_')));
+  // Into a file: a checkout from before the CLI waited for stdout cuts its output into a pipe short.
+  const outFile = `${file}.out`;
+  const out = openSync(outFile, 'w');
   const t0 = performance.now();
-  const r = spawnSync(process.execPath, [resolve(dir, 'bin/rebalancer.mjs'), 'plan', '--json', '--snapshot', file], { env, encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [resolve(dir, 'bin/rebalancer.mjs'), 'plan', '--json', '--snapshot', file], { env, stdio: ['ignore', out, 'pipe'], encoding: 'utf8' });
   const wallMs = performance.now() - t0;
+  closeSync(out);
   if (r.status !== 0) throw new Error(`rebalancer plan in ${dir} exited ${r.status}: ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as { planningMs: number; steps: unknown[] };
-  return { wallMs, planningMs: out.planningMs, steps: out.steps.length };
+  const plan = JSON.parse(readFileSync(outFile, 'utf8')) as { planningMs: number; steps: unknown[] };
+  rmSync(outFile);
+  return { wallMs, planningMs: plan.planningMs, steps: plan.steps.length };
 }
 
 function commandFigures(runs: ReturnType<typeof runCommand>[]) {
