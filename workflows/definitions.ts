@@ -110,7 +110,7 @@ export interface MoveTiming {
   pollMs: number;
   /** Wait between tries of a write the broker refused for a passing reason (budget, generation, ...). */
   retryMs: number;
-  /** T down this long after the swap: the follower move swaps back (default in steps.ts, SWAP_BACK_AFTER_MS). */
+  /** T down this long after the swap: the follower move swaps back (default in steps/swap.ts, SWAP_BACK_AFTER_MS). */
   swapBackAfterMs?: number;
 }
 

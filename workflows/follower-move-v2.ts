@@ -11,21 +11,10 @@ import type { FollowerMoveRequest, MoveOutcome } from './definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
 import { formatBytes } from './format';
 import { begin, Operation } from './steps/operation';
-import {
-  addLearner,
-  dropLearnerAndSay,
-  learnerInterrupts,
-  rejection,
-  removeLeaving,
-  runStep,
-  SWAP_BACK_AFTER_MS,
-  swapBack,
-  swapThenRemove,
-  type Swapped,
-  targetLostInterrupts,
-  waitForActivation,
-  waitForAdmission,
-} from './steps/steps';
+import { addLearner, dropLearnerAndSay, learnerInterrupts, waitForAdmission } from './steps/learner';
+import { removeLeaving } from './steps/remove-leaving';
+import { rejection, runStep, waitForActivation } from './steps/step';
+import { SWAP_BACK_AFTER_MS, swapBack, swapThenRemove, type Swapped, targetLostInterrupts } from './steps/swap';
 import type { Interrupt } from './steps/watch';
 
 export async function followerMoveV2(request: FollowerMoveRequest): Promise<MoveOutcome> {

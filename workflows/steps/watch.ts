@@ -4,7 +4,7 @@
  * final boundary. Fed by the signal handlers of definitions.ts, by reads and by the replies of guarded writes;
  * every change bumps `version`, which is what `waitFor` waits on (with one poll timer at a time). Transfer
  * progress is stamped with the broker's clock, and a transfer's stall abort and catch-up deadline are set by
- * timers (the rule: steps.ts).
+ * timers (the rule: step.ts).
  */
 import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
@@ -28,7 +28,7 @@ export const ACTIVITY_OPTIONS = {
   retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
 } as const;
 // Before patch decide-on-timers a read was a local activity (no server round trip); its result can reach the
-// workflow a task later in the first run than on replay (steps.ts), so a read is now a normal activity, whose
+// workflow a task later in the first run than on replay (step.ts), so a read is now a normal activity, whose
 // completion is an event in history.
 const { readMoveContext: readLocally } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 // A guarded write is a normal activity: the server records its input, so every retry sends the same body
