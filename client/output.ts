@@ -120,7 +120,7 @@ let pendingAction: OperatorAction | null = null;
  * Every action's --reason passes through here on its way to the workflow request or update, so one place checks
  * it and one place records it: runCli writes it to the audit log with its outcome. Returns the reason to pass on.
  */
-export function recordAction(action: OperatorAction): string {
+export function auditedReason(action: OperatorAction): string {
   const reason = action.reason.trim();
   if (!reason) throw usageError(`invalid --reason for ${action.command} ${action.target}: expected a few words saying why, got an empty text`);
   pendingAction = { ...action, reason };
