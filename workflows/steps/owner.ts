@@ -22,10 +22,10 @@ export async function waitForQuietPoint(op: Operation, quiet: QuietPoint, interr
     const why = interrupts();
     if (why) return { ok: false, interrupt: why };
     const { view } = await w.read();
-    const inFlight = view.progress.tail - view.progress.confirmedTail;
-    if (inFlight <= quiet.maxInFlight) return { ok: true, value: 'quiet' };
+    const unconfirmed = view.progress.tail - view.progress.confirmedTail;
+    if (unconfirmed <= quiet.maxInFlight) return { ok: true, value: 'quiet' };
     if (reached) return { ok: true, value: 'bound' };
-    op.block(`waiting for a quiet point on ${w.partitionId}: ${inFlight} messages in flight (at most ${quiet.maxInFlight}); ${bound}`);
+    op.block(`waiting for a quiet point on ${w.partitionId}: ${unconfirmed} messages in flight (at most ${quiet.maxInFlight}); ${bound}`);
     await condition(() => reached || interrupts() !== null, w.timing.retryMs);
   }
 }
@@ -38,11 +38,11 @@ async function legacyQuietPoint(op: Operation, quiet: QuietPoint, interrupts: ()
     const why = interrupts();
     if (why) return { ok: false, interrupt: why };
     const { view } = await w.read();
-    const inFlight = view.progress.tail - view.progress.confirmedTail;
-    if (inFlight <= quiet.maxInFlight) return { ok: true, value: 'quiet' };
+    const unconfirmed = view.progress.tail - view.progress.confirmedTail;
+    if (unconfirmed <= quiet.maxInFlight) return { ok: true, value: 'quiet' };
     const left = since + quiet.maxWaitMs - legacyNow();
     if (left <= 0) return { ok: true, value: 'bound' };
-    op.block(`waiting for a quiet point on ${w.partitionId}: ${inFlight} messages in flight (at most ${quiet.maxInFlight}); ${bound}`);
+    op.block(`waiting for a quiet point on ${w.partitionId}: ${unconfirmed} messages in flight (at most ${quiet.maxInFlight}); ${bound}`);
     await condition(() => interrupts() !== null, Math.min(w.timing.retryMs, left));
   }
 }
