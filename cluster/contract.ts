@@ -304,6 +304,7 @@ export const RefusalCode = z.enum([
   'not_caught_up',
   'boundary_not_covered',
   'change_in_flight',
+  'above_maximum',
   'unknown_node',
   'node_down',
   'node_draining',

@@ -272,7 +272,7 @@ function promoteLearner(sim: ClusterSim, p: PartitionState, n: string): null {
     coverConfirmed: true,
   });
   if (!sim.holds('promote-learner.max-replication-factor', p.replicationFactor < 16)) {
-    throw new Refused('change_in_flight', `${p.id} is at the maximum replication factor 16`, {
+    throw new Refused('above_maximum', `${p.id} is at the maximum replication factor 16`, {
       replicationFactor: p.replicationFactor,
     });
   }
