@@ -17,7 +17,7 @@ export interface FollowerMoveRequest {
   origin: MoveOrigin;
   /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
   reason?: string;
-  /** Overrides of the move's timing; defaults in follower-move.ts. */
+  /** Overrides of the move's timing; defaults in DEFAULT_TIMING (steps/watch.ts) and SWAP_BACK_AFTER_MS (steps/swap.ts). */
   timing?: Partial<MoveTiming>;
 }
 

@@ -75,8 +75,7 @@ export class Watch {
   private recoveringEpoch = -1;
   /** The partition record as last read or returned by a write (null before the first). */
   partition: Partition | null = null;
-  /** The last progress read (tail, confirmed tail) and the confirmed tail of the last progress signal. */
-  progress: Progress | null = null;
+  /** The highest confirmed tail of any progress read or signal. */
   confirmedTail: number | null = null;
   /** close-admission's final boundary, while admission is closed by this operation. */
   finalBoundary: number | null = null;
@@ -213,7 +212,6 @@ export class Watch {
   }
 
   private noteProgress(progress: Progress): void {
-    this.progress = progress;
     this.confirmedTail = Math.max(this.confirmedTail ?? -1, progress.confirmedTail);
     const at = this.onTimers ? this.noteBrokerTime(progress.now) : legacyNow();
     for (const t of progress.replicas) {
