@@ -12,7 +12,7 @@ import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKin
 import { formatBytes } from '../workflows/format';
 import { outcomeOf, phasesSoFar } from './moves';
 
-/** Exit status, documented in README.md and `rebalancer --help`; scripts rely on it. */
+/** Exit status, documented in docs/cli.md ("Exit status") and `rebalancer --help`; scripts rely on it. */
 export const EXIT = { done: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
 /** A server the CLI needs does not answer: exit 3. */

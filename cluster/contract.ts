@@ -105,7 +105,8 @@ export type RetainedCopy = z.infer<typeof RetainedCopy>;
 
 /**
  * The switch boundary B, recorded by the swap: the owner's confirmed tail when it switched sets. After a swap
- * back (README, "Returning replica") it is B', `joined` is R counting again and `leaving` is T.
+ * back (docs/operations/follower-move.md, "Swap back when T is lost after the swap") it is B', `joined` is R
+ * counting again and `leaving` is T.
  */
 export const SwitchBoundary = z.object({
   offset: Offset,

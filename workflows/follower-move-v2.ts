@@ -116,8 +116,9 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
   };
 
   /**
-   * The way out when T is lost after the swap (README, "Returning replica"): R counts again from B', then T
-   * goes once R covers B'. Ends cancelled (an operator's cancel while T was down) or aborted target_lost.
+   * The way out when T is lost after the swap (docs/operations/follower-move.md, "Swap back when T is lost after the
+   * swap"): R counts again from B', then T goes once R covers B'. Ends cancelled (an operator's cancel while T was
+   * down) or aborted target_lost.
    */
   const swapBackThenRemove = async (B: number, why: Interrupt): Promise<MoveOutcome> => {
     const lostWords = `${T} was lost after the swap at boundary ${B}`;

@@ -30,9 +30,10 @@ export function swap(op: Operation, learner: string, leaving: string, interrupts
 }
 
 /**
- * The swap back (README, "Returning replica"): the leaving R counts again and `joined`, the T that joined in
- * its place, is leaving; returns B', the confirmed tail then. R down, behind or rejoining passes (the broker
- * checks R as it checks any joining replica); T no longer the one that joined in R's place ends it.
+ * The swap back (docs/operations/follower-move.md, "Swap back when T is lost after the swap"): the leaving R counts
+ * again and `joined`, the T that joined in its place, is leaving; returns B', the confirmed tail then. R down, behind
+ * or rejoining passes (the broker checks R as it checks any joining replica); T no longer the one that joined in R's
+ * place ends it.
  */
 export function swapBack(op: Operation, leaving: string, joined: string): WriteStep<number> {
   const w = op.watch;
