@@ -22,7 +22,8 @@ export interface ScoresView {
   spread: number;
 }
 
-export interface RebalancerState {
+/** The rebalancer loop as the admin API shows it (its status query, or `absent`); not the state the loop carries. */
+export interface RebalancerView {
   /** `absent`: no rebalancer runs for this broker and task queue. */
   state: 'running' | 'paused' | 'absent';
   pausedBy: string | null;
@@ -95,11 +96,11 @@ export interface AdminDeps {
   drain(node: string, by: Requester, options?: { queuesOnly: boolean }): Promise<{ workflowId: string }>;
   undrain(node: string, by: Requester): Promise<void>;
   rebalancer: {
-    status(): Promise<RebalancerState>;
-    pause(by: Requester): Promise<RebalancerState>;
-    resume(by: Requester): Promise<RebalancerState>;
+    status(): Promise<RebalancerView>;
+    pause(by: Requester): Promise<RebalancerView>;
+    resume(by: Requester): Promise<RebalancerView>;
     /** Pin or unpin a partition, exclude or include a node (the id checked against the broker by the caller). */
-    hold(action: HoldAction, id: string, by: Requester): Promise<RebalancerState>;
+    hold(action: HoldAction, id: string, by: Requester): Promise<RebalancerView>;
     approve(planId: string, by: Requester): Promise<Omit<ApprovalResult, 'status'>>;
     refresh(by: Requester): Promise<Omit<RefreshResult, 'status'>>;
   };

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
@@ -110,34 +110,11 @@ function nodesOf(body: MoveRequestBody): Record<string, string | undefined> {
   }
 }
 
-export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
-  const { deps, audit } = options;
-  const history = options.history ?? new HistoryStore(null);
-  const host = options.host ?? '127.0.0.1';
-  const loopback = LOOPBACK.has(host);
-  if (!options.token) throw new Error('the admin API needs a bearer token (ADMIN_TOKEN)');
-  const metrics = createMetrics();
-  const ui = options.temporalUiUrl.replace(/\/+$/, '');
-  const workflowLink = (workflowId: string) => `${ui}/namespaces/${encodeURIComponent(options.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
-
-  /** Moves are read once a second at most, however many dashboards and scrapers ask. */
-  let movesRead: { at: number; moves: Promise<MoveStatus[]> } | null = null;
-  const moves = (): Promise<MoveStatus[]> => {
-    if (!movesRead || Date.now() - movesRead.at > 1_000) {
-      const read = deps.moves();
-      movesRead = { at: Date.now(), moves: read };
-      read.catch(() => (movesRead = null));
-    }
-    return movesRead.moves;
-  };
-  const historyIntervalMs = options.historyIntervalMs ?? 5_000;
-  const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
-  const withProgress = (running: MoveStatus[]) =>
-    sampler.progress(running).map((m) => {
-      const workflowId = `reconfigure-${m.partition}`;
-      return { ...m, workflowId, link: workflowLink(workflowId) };
-    });
-
+/**
+ * Fastify with the API's error bodies: JSON bodies only, typed errors mapped, cross-site writes refused and the token
+ * required (for writes always, for reads off loopback); `served` collects every route as it is registered.
+ */
+function httpApp(token: string, loopback: boolean): { app: FastifyInstance; served: string[] } {
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
   const served: string[] = [];
   app.addHook('onRoute', (r) => {
@@ -168,7 +145,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
 
   const authorized = (req: FastifyRequest): boolean => {
     const header = req.headers.authorization ?? '';
-    return header.startsWith('Bearer ') && sameSecret(header.slice('Bearer '.length), options.token);
+    return header.startsWith('Bearer ') && sameSecret(header.slice('Bearer '.length), token);
   };
   app.addHook('onRequest', async (req, reply) => {
     const mutating = req.method !== 'GET' && req.method !== 'HEAD';
@@ -184,6 +161,38 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       return reply.code(401).send({ error: 'unauthorized', message: 'a bearer token is required: Authorization: Bearer <ADMIN_TOKEN>', issues: [] });
     }
   });
+  return { app, served };
+}
+
+export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
+  const { deps, audit } = options;
+  const history = options.history ?? new HistoryStore(null);
+  const host = options.host ?? '127.0.0.1';
+  const loopback = LOOPBACK.has(host);
+  if (!options.token) throw new Error('the admin API needs a bearer token (ADMIN_TOKEN)');
+  const metrics = createMetrics();
+  const ui = options.temporalUiUrl.replace(/\/+$/, '');
+  const workflowLink = (workflowId: string) => `${ui}/namespaces/${encodeURIComponent(options.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+
+  /** Moves are read once a second at most, however many dashboards and scrapers ask. */
+  let movesRead: { at: number; moves: Promise<MoveStatus[]> } | null = null;
+  const moves = (): Promise<MoveStatus[]> => {
+    if (!movesRead || Date.now() - movesRead.at > 1_000) {
+      const read = deps.moves();
+      movesRead = { at: Date.now(), moves: read };
+      read.catch(() => (movesRead = null));
+    }
+    return movesRead.moves;
+  };
+  const historyIntervalMs = options.historyIntervalMs ?? 5_000;
+  const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
+  const withProgress = (running: MoveStatus[]) =>
+    sampler.progress(running).map((m) => {
+      const workflowId = `reconfigure-${m.partition}`;
+      return { ...m, workflowId, link: workflowLink(workflowId) };
+    });
+
+  const { app, served } = httpApp(options.token, loopback);
 
   /** Runs one operator action, recording it with its outcome whatever the outcome. */
   const act = async <T>(req: FastifyRequest, action: string, target: string | null, params: Record<string, unknown>, reason: string, run: (by: Requester) => Promise<T>): Promise<T> => {

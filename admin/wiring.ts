@@ -12,7 +12,7 @@ import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../plan
 import { relayScope, relayWorkflowId } from '../worker/relay';
 import { drainStatusQuery, type MoveStatus, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
 import { KindKey, PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
-import type { AdminDeps, EndedRun, HoldView, RebalancerState, ScoresView } from './deps';
+import type { AdminDeps, EndedRun, HoldView, RebalancerView, ScoresView } from './deps';
 
 export interface AdminSources {
   client: Client;
@@ -38,7 +38,7 @@ function planInput(topology: Topology, moves: MoveStatus[]): PlanInput {
 }
 
 /** A workflow's planner decisions by op, as the admin API names them (by kind). */
-function byKind(startedByOp: Partial<Record<ProposalOp, number>> | undefined): RebalancerState['startedByKind'] {
+function byKind(startedByOp: Partial<Record<ProposalOp, number>> | undefined): RebalancerView['startedByKind'] {
   return { 'follower-move': startedByOp?.follower_move ?? 0, 'owner-handoff': startedByOp?.owner_handoff ?? 0, replace: startedByOp?.follower_replace ?? 0 };
 }
 
@@ -51,7 +51,7 @@ function holdViews(holds: Record<string, OperatorNote>): HoldView[] {
   return Object.entries(holds).map(([id, n]) => ({ id, by: n.by, reason: n.reason, since: new Date(n.at).toISOString() }));
 }
 
-function stateOf(s: RebalancerStatus): RebalancerState {
+function stateOf(s: RebalancerStatus): RebalancerView {
   const note = s.paused ?? s.lastResumed;
   return {
     state: s.state,

@@ -1,5 +1,5 @@
 /**
- * The lower bounds of the planner bench (README, "Load score and planner"): pure functions over, for each node
+ * The lower bounds of the planner bench (docs/benchmarks.md, "planner"): pure functions over, for each node
  * whose score must change, how much it must change (`need`) and the copies it could take or give (one per
  * partition: its score change and its bytes at the cheapest source). Every bound ignores that one copy cannot
  * serve two nodes, so each is a lower bound for any plan.

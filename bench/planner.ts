@@ -6,7 +6,7 @@
  * partitions and of one tick, then of the whole `rebalancer plan --json --snapshot FILE` command on them as users run it;
  * `--baseline DIR` times the planner and the command of another checkout (e.g. a worktree of main) in the same run
  * beside them, and `--snapshot FILE` keeps the topology the command reads there. Lower bounds are derived in
- * README.md ("Load score and planner").
+ * docs/benchmarks.md ("planner").
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -172,7 +172,8 @@ function drive(sim: ClusterSim, cfg: PlannerConfig, draining: string[]) {
 
 /**
  * The fewest moves and bytes that bring every node within the threshold, the joint bounds (the fewest moves within
- * 1.05 times the fewest bytes, the fewest bytes within 1.05 times the fewest moves) and the bandwidth bound (README).
+ * 1.05 times the fewest bytes, the fewest bytes within 1.05 times the fewest moves) and the bandwidth bound
+ * (docs/benchmarks.md, "planner").
  */
 export function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   const st = new ClusterState(input, cfg, new Set(input.draining ?? []));

@@ -33,7 +33,7 @@ export function buildCli(io: Io, result = { exitCode: EXIT.done as number }): Co
     .description(
       'Operate live reconfigurations of a replicated queue broker. Every reconfiguration is a durable Temporal ' +
         'workflow; settings come from the environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, ' +
-        'CLUSTER_URL, ...; see README.md).',
+        'CLUSTER_URL, ...; see docs/configuration.md).',
     )
     .version(version)
     .exitOverride()

@@ -10,7 +10,7 @@ import type { Node, Partition } from '../cluster/contract';
 import { reconfigurationWorkflowId, type GrowRequest, type ReconfigurationKind, type ReplaceRequest } from '../workflows/definitions';
 import type { MoveCheck } from '../workflows/follower-move-rules';
 import { checkGrow, checkReplace } from '../workflows/grow-rules';
-import { inFlight, MoveRefused, startSearchAttributes, type MovesContext } from './moves';
+import { busyRefusal, MoveRefused, startSearchAttributes, type MovesContext } from './moves';
 
 interface Start {
   partition: string;
@@ -36,7 +36,7 @@ async function start(ctx: MovesContext, s: Start): Promise<WorkflowHandle> {
   const check = s.check(view.partition, nodes);
   if (!check.ok) throw new MoveRefused(check.code, check.message);
   const workflowId = reconfigurationWorkflowId(partition);
-  const busy = inFlight(view.partition);
+  const busy = busyRefusal(view.partition);
   if (busy) {
     const running = await ctx.client.workflow.getHandle(workflowId).describe().then((d) => d.status.name === 'RUNNING', () => false);
     throw running ? alreadyRunning(partition, workflowId) : busy;

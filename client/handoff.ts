@@ -9,7 +9,7 @@ import { ClusterHttpError } from '../cluster/client';
 import type { PartitionView } from '../cluster/contract';
 import { reconfigurationWorkflowId, type FollowerMoveRequest, type HandoffRequest, type OwnerMoveRequest, type ReconfigurationKind } from '../workflows/definitions';
 import { checkHandoff, checkOwnerMove } from '../workflows/handoff-rules';
-import { alreadyRunning, inFlight, MoveRefused, startFollowerMove, startSearchAttributes, type MovesContext } from './moves';
+import { alreadyRunning, busyRefusal, MoveRefused, startFollowerMove, startSearchAttributes, type MovesContext } from './moves';
 import type { ownerHandoff } from '../workflows/owner-handoff';
 import type { ownerMove } from '../workflows/owner-move';
 
@@ -26,7 +26,7 @@ async function readView(ctx: MovesContext, partition: string): Promise<Partition
 
 /** Refuses a partition with a change in flight: named as the running workflow when it is one of ours. */
 async function refuseIfBusy(ctx: MovesContext, view: PartitionView): Promise<void> {
-  const busy = inFlight(view.partition);
+  const busy = busyRefusal(view.partition);
   if (!busy) return;
   const workflowId = reconfigurationWorkflowId(view.partition.id);
   const running = await ctx.client.workflow.getHandle(workflowId).describe().then((d) => d.status.name === 'RUNNING', () => false);

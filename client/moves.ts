@@ -68,7 +68,7 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
   if (!check.ok) throw new MoveRefused(check.code, check.message);
 
   const workflowId = reconfigurationWorkflowId(partition);
-  const busy = inFlight(view.partition);
+  const busy = busyRefusal(view.partition);
   if (busy) {
     // A change of our own in flight is named as the running workflow, which says how to wait for or cancel it.
     const running = await ctx.client.workflow.getHandle(workflowId).describe().then((d) => d.status.name === 'RUNNING', () => false);
@@ -98,7 +98,7 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
 /** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
 export function exampleMove(topology: Topology): string | null {
   for (const p of topology.partitions) {
-    if (inFlight(p)) continue;
+    if (busyRefusal(p)) continue;
     for (const from of p.followers) {
       const to = topology.nodes.find((n) => checkFollowerMove(p, topology.nodes, from, n.id).ok);
       if (to) return `rebalancer move ${p.id} --from ${from} --to ${to.id} --wait`;
@@ -112,7 +112,7 @@ export function exampleMove(topology: Topology): string | null {
  * leaving replica), admission closed for a handoff, or a pending recovery. Refused up front rather than
  * started and aborted at the workflow's first step.
  */
-export function inFlight(p: Partition): MoveRefused | null {
+export function busyRefusal(p: Partition): MoveRefused | null {
   if (p.learners.length > 0) {
     return new MoveRefused('change_in_flight', `${p.id} has a change in flight: learner ${p.learners.join(', ')} is catching up; wait until it is promoted or dropped`);
   }

@@ -12,7 +12,7 @@ import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKin
 import { formatBytes } from '../workflows/format';
 import { outcomeOf, phasesSoFar } from './moves';
 
-/** Exit status, documented in README.md and `rebalancer --help`; scripts rely on it. */
+/** Exit status, documented in docs/cli.md ("Exit status") and `rebalancer --help`; scripts rely on it. */
 export const EXIT = { done: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
 /** A server the CLI needs does not answer: exit 3. */
@@ -120,7 +120,7 @@ let pendingAction: OperatorAction | null = null;
  * Every action's --reason passes through here on its way to the workflow request or update, so one place checks
  * it and one place records it: runCli writes it to the audit log with its outcome. Returns the reason to pass on.
  */
-export function recordAction(action: OperatorAction): string {
+export function auditedReason(action: OperatorAction): string {
   const reason = action.reason.trim();
   if (!reason) throw usageError(`invalid --reason for ${action.command} ${action.target}: expected a few words saying why, got an empty text`);
   pendingAction = { ...action, reason };

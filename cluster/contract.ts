@@ -105,7 +105,8 @@ export type RetainedCopy = z.infer<typeof RetainedCopy>;
 
 /**
  * The switch boundary B, recorded by the swap: the owner's confirmed tail when it switched sets. After a swap
- * back (README, "Returning replica") it is B', `joined` is R counting again and `leaving` is T.
+ * back (docs/operations/follower-move.md, "Swap back when T is lost after the swap") it is B', `joined` is R
+ * counting again and `leaving` is T.
  */
 export const SwitchBoundary = z.object({
   offset: Offset,
@@ -304,6 +305,7 @@ export const RefusalCode = z.enum([
   'not_caught_up',
   'boundary_not_covered',
   'change_in_flight',
+  'above_maximum',
   'unknown_node',
   'node_down',
   'node_draining',

@@ -2,7 +2,7 @@
  * The reference cluster's HTTP face (fastify): validates every input with the contract's schemas, maps the
  * routes onto the simulation, and persists each change in one store transaction before answering.
  */
-import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { z } from 'zod';
 import {
@@ -126,6 +126,43 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     notify();
   };
 
+  const app = httpApp(log, options.token);
+
+  const partitionOf = (params: unknown): string => {
+    const id = (params as { id: string }).id;
+    if (!sim.hasPartition(id)) throw notFound(`unknown partition ${id}`);
+    return id;
+  };
+
+  const served: Served = { sim, store, clock, persist, notify, waiters, closing: () => closing, partitionOf, afterCommit: options.afterCommit };
+  readRoutes(app, served);
+  controlRoutes(app, served);
+  guardedWriteRoute(app, served);
+
+  const timer = clock === 'wall' ? wallClock(sim, persist) : undefined;
+
+  await app.listen({ port: options.port ?? 0, host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+  return {
+    url,
+    sim,
+    resumed,
+    async close() {
+      closing = true;
+      if (timer) clearInterval(timer);
+      notify();
+      await app.close();
+      store.persist(sim.takeChanges());
+      store.close();
+    },
+  };
+}
+
+/** Fastify with the contract's error bodies: any content type read as JSON, typed errors mapped, the token checked. */
+function httpApp(log: Logger, token: string | undefined): FastifyInstance {
   // Requests are not logged: the cluster logs its own lifecycle and errors through `log`.
   const app = Fastify({
     logger: false,
@@ -165,8 +202,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url}`, issues: [] }),
   );
 
-  if (options.token) {
-    const expected = `Bearer ${options.token}`;
+  if (token) {
+    const expected = `Bearer ${token}`;
     app.addHook('onRequest', async (req, reply) => {
       if (req.headers.authorization !== expected) {
         return reply.code(401).send({ error: 'unauthorized', message: 'a bearer token is required', issues: [] });
@@ -174,12 +211,27 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     });
   }
 
-  const partitionOf = (params: unknown): string => {
-    const id = (params as { id: string }).id;
-    if (!sim.hasPartition(id)) throw notFound(`unknown partition ${id}`);
-    return id;
-  };
+  return app;
+}
 
+/** What the routes share: the simulation, its store, and how a change reaches the disk and the feed's waiters. */
+interface Served {
+  sim: ClusterSim;
+  store: ClusterStore;
+  clock: 'wall' | 'stepped';
+  /** Persist the simulation's changes and wake the waiting event reads. */
+  persist: () => void;
+  /** Wake the waiting event reads. */
+  notify: () => void;
+  waiters: Set<() => void>;
+  closing: () => boolean;
+  /** The partition id of a route's params; 404 when the cluster has no such partition. */
+  partitionOf: (params: unknown) => string;
+  afterCommit: (() => void) | undefined;
+}
+
+/** Reads: health, the OpenAPI document, topology, nodes, budget, invariants, clock, partitions and the event feed. */
+function readRoutes(app: FastifyInstance, { sim, store, clock, waiters, closing, partitionOf }: Served): void {
   app.get('/healthz', async () => ({ ok: true, now: sim.now, clock }));
   const openapi = openApiDocument();
   app.get('/openapi.json', async () => openapi);
@@ -196,7 +248,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     const read = (): ClusterEvent[] => store.readEvents(q.after, q.limit, sim.now);
     let events = read();
     const deadline = Date.now() + q.waitMs;
-    while (events.length === 0 && Date.now() < deadline && !closing) {
+    while (events.length === 0 && Date.now() < deadline && !closing()) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           waiters.delete(done);
@@ -213,6 +265,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     return { events, cursor: events.length ? events[events.length - 1]!.seq : q.after };
   });
 
+}
+
+/** The test controls: the stepped clock, publishing and rates, nodes joining and draining, faults, creation and deletion. */
+function controlRoutes(app: FastifyInstance, { sim, store, clock, persist, notify, partitionOf }: Served): void {
   app.post('/v1/clock/advance', async (req, reply) => {
     const body = parse(AdvanceRequest, req.body, 'body');
     if (clock !== 'stepped') {
@@ -306,7 +362,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     notify();
     return { deleted: 'node', id };
   });
+}
 
+/** The guarded writes: one store transaction each, and a retried idempotency key gets the first reply. */
+function guardedWriteRoute(app: FastifyInstance, { sim, store, notify, partitionOf, afterCommit }: Served): void {
   app.post('/v1/partitions/:id/:write', async (req, reply) => {
     const { write } = req.params as { id: string; write: string };
     if (!Object.hasOwn(GuardedWrites, write)) throw notFound(`no guarded write ${write}`);
@@ -329,43 +388,24 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Runnin
     const status = result.ok ? 200 : 409;
     const text = JSON.stringify(result);
     store.persist(sim.takeChanges(), { key: body.idempotencyKey, fingerprint, status, body: text });
-    options.afterCommit?.();
+    afterCommit?.();
     notify();
     return reply.code(status).type('application/json').send(text);
   });
+}
 
-  let timer: NodeJS.Timeout | undefined;
-  if (clock === 'wall') {
-    let last = performance.now();
-    let carried = 0;
-    timer = setInterval(() => {
-      const t = performance.now();
-      carried += t - last;
-      last = t;
-      const ms = Math.floor(carried);
-      if (ms <= 0) return;
-      carried -= ms;
-      sim.advance(ms);
-      persist();
-    }, sim.config.tickMs);
-  }
-
-  await app.listen({ port: options.port ?? 0, host });
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : options.port;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-
-  return {
-    url,
-    sim,
-    resumed,
-    async close() {
-      closing = true;
-      if (timer) clearInterval(timer);
-      notify();
-      await app.close();
-      store.persist(sim.takeChanges());
-      store.close();
-    },
-  };
+/** On wall time the simulation advances every tickMs by the time that really passed, carrying the fractions. */
+function wallClock(sim: ClusterSim, persist: () => void): NodeJS.Timeout {
+  let last = performance.now();
+  let carried = 0;
+  return setInterval(() => {
+    const t = performance.now();
+    carried += t - last;
+    last = t;
+    const ms = Math.floor(carried);
+    if (ms <= 0) return;
+    carried -= ms;
+    sim.advance(ms);
+    persist();
+  }, sim.config.tickMs);
 }

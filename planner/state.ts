@@ -7,7 +7,7 @@
 import type { Node, Partition, Topology } from '../cluster/contract';
 import type { Dimension } from './bands';
 import { lostReason } from './repair';
-import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig } from './types';
+import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig, ScoreWeights } from './types';
 
 export interface NodeState {
   index: number;
@@ -42,14 +42,6 @@ export interface LostCopy {
   why: string;
   live: number;
   rf: number;
-}
-
-export interface Weights {
-  owned: number;
-  followed: number;
-  history: number;
-  traffic: number;
-  sync: number;
 }
 
 function num(v: number | undefined): number {
@@ -107,7 +99,7 @@ export class ClusterState {
   /** Partition -> (node index -> bytes a learner there still copies), for retained copies on known nodes. */
   private readonly retained = new Map<number, Map<number, number>>();
   /** Per dimension: weight / (cluster total / capacity of the nodes that stay), 0 when the total is 0. */
-  readonly w: Weights;
+  readonly w: ScoreWeights;
   readonly wSum: number;
   /** Mean steady score (sync excluded) over the nodes that stay: 1 when every weighted dimension has load. */
   readonly mean: number;

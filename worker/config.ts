@@ -17,7 +17,7 @@ const existingFile = z.string().refine((p) => fs.existsSync(p) && fs.statSync(p)
 const flag = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const url = z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for example http://127.0.0.1:7380' });
 
-// ---------------------------------------------------------------- the rebalancer loop (README: "The rebalancer and drain")
+// -------------------------------------------------- the rebalancer loop (docs/configuration.md, "The rebalancer loop")
 
 const positive = z.coerce.number().positive('expected a number above 0');
 const atLeastOne = z.coerce.number().int('expected a whole number').min(1, 'expected a whole number of at least 1');
@@ -95,7 +95,7 @@ export function rebalancerSettings(env: Env): RebalancerSettings {
   return { planner, tickMs: env.REBALANCER_TICK_MS, ticksPerRun: env.REBALANCER_TICKS_PER_RUN, mode: env.REBALANCER_MODE };
 }
 
-/** Every variable the worker, the CLI and `npm start` read, with its default. Documented in README.md. */
+/** Every variable the worker, the CLI and `npm start` read, with its default. Documented in docs/configuration.md. */
 export const EnvSchema = z.object({
   TEMPORAL_ADDRESS: hostPort.optional(),
   TEMPORAL_NAMESPACE: z.string().min(1, 'expected a non-empty namespace').default('default'),

@@ -17,7 +17,7 @@ export interface FollowerMoveRequest {
   origin: MoveOrigin;
   /** Why it was asked for (the operator's --reason), kept in the workflow's input. */
   reason?: string;
-  /** Overrides of the move's timing; defaults in follower-move.ts. */
+  /** Overrides of the move's timing; defaults in DEFAULT_TIMING (steps/watch.ts) and SWAP_BACK_AFTER_MS (steps/swap.ts). */
   timing?: Partial<MoveTiming>;
 }
 
@@ -110,7 +110,7 @@ export interface MoveTiming {
   pollMs: number;
   /** Wait between tries of a write the broker refused for a passing reason (budget, generation, ...). */
   retryMs: number;
-  /** T down this long after the swap: the follower move swaps back (default in steps.ts, SWAP_BACK_AFTER_MS). */
+  /** T down this long after the swap: the follower move swaps back (default in steps/swap.ts, SWAP_BACK_AFTER_MS). */
   swapBackAfterMs?: number;
 }
 

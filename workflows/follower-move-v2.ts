@@ -11,21 +11,10 @@ import type { FollowerMoveRequest, MoveOutcome } from './definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
 import { formatBytes } from './format';
 import { begin, Operation } from './steps/operation';
-import {
-  addLearner,
-  dropLearnerAndSay,
-  learnerInterrupts,
-  rejection,
-  removeLeaving,
-  runStep,
-  SWAP_BACK_AFTER_MS,
-  swapBack,
-  swapThenRemove,
-  type Swapped,
-  targetLostInterrupts,
-  waitForActivation,
-  waitForAdmission,
-} from './steps/steps';
+import { addLearner, dropLearnerAndSay, learnerInterrupts, waitForAdmission } from './steps/learner';
+import { removeLeaving } from './steps/remove-leaving';
+import { rejection, runStep, waitForActivation } from './steps/step';
+import { SWAP_BACK_AFTER_MS, swapBack, swapThenRemove, type Swapped, targetLostInterrupts } from './steps/swap';
 import type { Interrupt } from './steps/watch';
 
 export async function followerMoveV2(request: FollowerMoveRequest): Promise<MoveOutcome> {
@@ -127,8 +116,9 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
   };
 
   /**
-   * The way out when T is lost after the swap (README, "Returning replica"): R counts again from B', then T
-   * goes once R covers B'. Ends cancelled (an operator's cancel while T was down) or aborted target_lost.
+   * The way out when T is lost after the swap (docs/operations/follower-move.md, "Swap back when T is lost after the
+   * swap"): R counts again from B', then T goes once R covers B'. Ends cancelled (an operator's cancel while T was
+   * down) or aborted target_lost.
    */
   const swapBackThenRemove = async (B: number, why: Interrupt): Promise<MoveOutcome> => {
     const lostWords = `${T} was lost after the swap at boundary ${B}`;

@@ -8,9 +8,9 @@
 import type { MoveOutcome, ReplaceRequest } from './definitions';
 import { patched } from '@temporalio/workflow';
 import { checkReplace, ZONE_SPREAD } from './grow-rules';
-import { removeOnceCovered, untilCounted, validate } from './steps/grow-learner';
+import { removeOnceCovered, untilCounted, validate } from './steps/new-copy';
 import { begin } from './steps/operation';
-import { swap } from './steps/steps';
+import { swap } from './steps/swap';
 
 export async function followerReplacement(request: ReplaceRequest): Promise<MoveOutcome> {
   const { partition, lost: L, with: T, origin } = request;

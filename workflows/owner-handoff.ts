@@ -13,7 +13,8 @@ import type { Refusal } from '../cluster/contract';
 import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from './definitions';
 import { checkHandoff } from './handoff-rules';
 import { begin, Operation } from './steps/operation';
-import { closeAdmission, commitOwner, rejection, reopenAdmission, runStep, waitForActivation, waitForQuietPoint } from './steps/steps';
+import { closeAdmission, commitOwner, reopenAdmission, waitForQuietPoint } from './steps/owner';
+import { rejection, runStep, waitForActivation } from './steps/step';
 import { legacyNow } from './steps/legacy-clock';
 import { ACTIVITY_OPTIONS, type Interrupt } from './steps/watch';
 
@@ -31,7 +32,7 @@ const FIRST_WAIT_MS = 2_000;
  */
 const READ_ON_TIMER = 'closed-read-on-timer';
 // The wait that holds admission closed polls the broker in the worker, with no server round trip per try: a
-// local activity before patch decide-on-timers, a normal one after it (its result decides a branch; steps.ts).
+// local activity before patch decide-on-timers, a normal one after it (its result decides a branch; steps/step.ts).
 const { readWhenDurable: readWhenDurableLocally } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 const { readWhenDurable } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
 

@@ -6,9 +6,9 @@
 import type { GrowRequest, MoveOutcome } from './definitions';
 import { patched } from '@temporalio/workflow';
 import { checkGrow, ZONE_SPREAD } from './grow-rules';
-import { untilCounted, validate } from './steps/grow-learner';
+import { untilCounted, validate } from './steps/new-copy';
 import { begin } from './steps/operation';
-import { promoteLearner } from './steps/steps';
+import { promoteLearner } from './steps/learner';
 
 export async function replicationIncrease(request: GrowRequest): Promise<MoveOutcome> {
   const { partition, to: T, origin } = request;

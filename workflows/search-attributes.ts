@@ -1,7 +1,7 @@
 /**
  * The search attributes every move keeps current, so the Temporal UI (and `rebalancer moves`) can find and
  * filter moves. The dev server registers them at start; a production namespace needs them created once
- * (see README).
+ * (docs/production.md, "Search attributes").
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 

@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import type { ProposedPlan, StaleStep } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
 import { approvePlan, refreshPlan } from '../rebalancer';
-import { defineCommand, EXIT, moveLabel, print, recordAction, table, usageError, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, EXIT, moveLabel, print, table, usageError, withConnection, type CommandDeps } from '../output';
 import { loopScope } from './pause';
 
 const PLAN_ID = /^p-[0-9a-f]{8}$/;
@@ -46,7 +46,7 @@ export function register(program: Command, deps: CommandDeps): void {
       if (opts.refresh && planId !== undefined) throw usageError(`give a plan id or --refresh, not both (got "${planId}" and --refresh)`);
       if (!opts.refresh && planId === undefined) throw usageError('missing plan id: expected the pending plan\'s id (see `rebalancer status`), or --refresh');
       if (planId !== undefined && !PLAN_ID.test(planId)) throw usageError(`invalid plan id "${planId}": expected p- and 8 hex digits, for example p-3f2a9c1b`);
-      const reason = recordAction({ command: opts.refresh ? 'approve --refresh' : 'approve', target: planId ?? 'the rebalancer', reason: opts.reason });
+      const reason = auditedReason({ command: opts.refresh ? 'approve --refresh' : 'approve', target: planId ?? 'the rebalancer', reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         if (opts.refresh) {
           const r = await refreshPlan(ctx.client, loopScope(ctx), { by: opts.by, reason });

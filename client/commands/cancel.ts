@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { MoveStatus } from '../../workflows/definitions';
 import { cancelMove } from '../moves';
-import { defineCommand, parseId, print, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps } from '../output';
 
 /** What an accepted cancel undoes: a handoff reopens admission on the owner; every other kind drops its learner. */
 function undone(s: MoveStatus): string {
@@ -20,7 +20,7 @@ export function register(program: Command, deps: CommandDeps): void {
     .argument('<partition>', 'partition id')
     .action(async (partitionArg: string, opts: { reason: string; json?: boolean }) => {
       const partition = parseId('partition', partitionArg);
-      const reason = recordAction({ command: 'cancel', target: partition, reason: opts.reason });
+      const reason = auditedReason({ command: 'cancel', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const s = await cancelMove(ctx.client, partition, reason);
         print(deps.io, opts.json, s, () => `cancel accepted for ${partition} (${s.kind}): ${undone(s)}`);

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
 import { drainNotice, drainOutcome, loopStatusIfAny, startDrain } from '../rebalancer';
-import { defineCommand, EXIT, parseId, print, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, EXIT, parseId, print, withConnection, type CommandDeps } from '../output';
 import { loopScope } from './pause';
 import { notice } from './pin';
 
@@ -36,7 +36,7 @@ export function register(program: Command, deps: CommandDeps): void {
     .option('--by <name>', 'who asks (default: your user name)', os.userInfo().username)
     .action(async (nodeArg: string, opts: { wait?: boolean; queuesOnly?: boolean; json?: boolean; reason: string; by: string }) => {
       const node = parseId('node', nodeArg);
-      const reason = recordAction({ command: 'drain', target: node, reason: opts.reason });
+      const reason = auditedReason({ command: 'drain', target: node, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const cluster = await ctx.needBroker();
         // Pins and exclusions hold the loop back, not a drain the operator asked for: the drain keeps the line in its status.

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { startGrow } from '../grow';
-import { defineCommand, followMove, parseId, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, followMove, parseId, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -15,7 +15,7 @@ export function register(program: Command, deps: CommandDeps): void {
     .action(async (partitionArg: string, opts: { to: string; wait?: boolean; json?: boolean; reason: string }) => {
       const partition = parseId('partition', partitionArg);
       const to = parseId('node', opts.to);
-      const reason = recordAction({ command: 'grow', target: partition, reason: opts.reason });
+      const reason = auditedReason({ command: 'grow', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const handle = await startGrow({ ...ctx, cluster: await ctx.needBroker() }, { partition, to, origin: 'operator', reason });
         await sayIfPinned(deps, ctx, partition, opts.json);

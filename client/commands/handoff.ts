@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { startHandoff } from '../handoff';
 import { outcomeOf } from '../moves';
-import { defineCommand, followMove, parseId, positiveInt, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, followMove, parseId, positiveInt, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -21,7 +21,7 @@ export function register(program: Command, deps: CommandDeps): void {
     .action(async (partitionArg: string, opts: { to: string; maxInFlight?: number; maxWait?: number; wait?: boolean; json?: boolean; reason: string }) => {
       const partition = parseId('partition', partitionArg);
       const to = parseId('node', opts.to);
-      const reason = recordAction({ command: 'handoff', target: partition, reason: opts.reason });
+      const reason = auditedReason({ command: 'handoff', target: partition, reason: opts.reason });
       const quietPoint = {
         ...(opts.maxInFlight !== undefined ? { maxInFlight: opts.maxInFlight } : {}),
         ...(opts.maxWait !== undefined ? { maxWaitMs: opts.maxWait * 1000 } : {}),

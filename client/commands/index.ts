@@ -6,7 +6,7 @@
  * 2. In it, `defineCommand(program, '<name>', { description, examples, action? })` from ../output: it adds `--json`
  *    and, for an action (anything that changes the cluster), `--reason <text>`, and puts the examples in --help.
  *    Add the arguments, then `.action(...)`: check arguments with `parseId`/`positiveInt`/`usageError` (exit 2),
- *    pass the reason through `recordAction`, talk to servers inside `withConnection(deps, ...)`, print with
+ *    pass the reason through `auditedReason`, talk to servers inside `withConnection(deps, ...)`, print with
  *    `print` (one JSON line with --json) and follow a started workflow with `followMove` for `--wait`.
  * 3. Refuse with `MoveRefused` from ../moves (exit 1, `{ ok: false, code, message }` with --json); a server that does
  *    not answer throws `Unreachable` (exit 3); cli.ts maps both. Set `deps.result.exitCode = EXIT.refused` when the

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { startMoveFrom } from '../handoff';
 import { MoveRefused } from '../moves';
-import { defineCommand, followMove, parseId, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, followMove, parseId, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -22,7 +22,7 @@ export function register(program: Command, deps: CommandDeps): void {
       const from = parseId('node', opts.from);
       const to = parseId('node', opts.to);
       const via = opts.via === undefined ? undefined : parseId('node', opts.via);
-      const reason = recordAction({ command: 'move', target: partition, reason: opts.reason });
+      const reason = auditedReason({ command: 'move', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const cluster = await ctx.needBroker();
         if (via) {

@@ -2,7 +2,7 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import { relayScope } from '../../worker/relay';
 import { setPaused } from '../rebalancer';
-import { defineCommand, print, recordAction, withConnection, type CommandDeps, type Connected } from '../output';
+import { auditedReason, defineCommand, print, withConnection, type CommandDeps, type Connected } from '../output';
 
 /** The loop of the broker and task queue the CLI is configured for. */
 export function loopScope(ctx: Pick<Connected, 'cluster' | 'taskQueue'>): string {
@@ -21,7 +21,7 @@ export function registerPauseOrResume(program: Command, deps: CommandDeps, pause
     .requiredOption('--reason <text>', 'why: kept in the rebalancer status')
     .option('--by <name>', 'who asks (default: your user name)', os.userInfo().username)
     .action(async (opts: { reason: string; by: string; json?: boolean }) => {
-      const reason = recordAction({ command: name, target: 'the rebalancer', reason: opts.reason });
+      const reason = auditedReason({ command: name, target: 'the rebalancer', reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const s = await setPaused(ctx.client, loopScope(ctx), paused, { by: opts.by, reason });
         print(deps.io, opts.json, s, () => (paused ? `paused by ${s.paused!.by}: ${s.paused!.reason}` : `resumed by ${s.lastResumed!.by}: ${s.lastResumed!.reason}`));

@@ -10,7 +10,7 @@ import type { RebalancerStatus } from '../../workflows/definitions';
 import type { HoldAction } from '../../workflows/rebalancer-rules';
 import { MoveRefused } from '../moves';
 import { loopStatusIfAny, pinNotice, setHold, unknownId } from '../rebalancer';
-import { defineCommand, parseId, print, recordAction, withConnection, type CommandDeps, type Connected } from '../output';
+import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps, type Connected } from '../output';
 import { loopScope } from './pause';
 
 const SPECS: Record<HoldAction, { kind: 'partition' | 'node'; description: string; example: string; done: (id: string, s: RebalancerStatus) => string }> = {
@@ -58,7 +58,7 @@ export function registerHold(program: Command, deps: CommandDeps, action: HoldAc
     .option('--by <name>', 'who asks (default: your user name)', os.userInfo().username)
     .action(async (idArg: string, opts: { reason: string; by: string; json?: boolean }) => {
       const id = parseId(spec.kind, idArg);
-      const reason = recordAction({ command: action, target: id, reason: opts.reason });
+      const reason = auditedReason({ command: action, target: id, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         // Only a pin or an exclusion is checked: a hold on an id the broker no longer has can still be lifted.
         if (action === 'pin' || action === 'exclude') {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { startReplace } from '../grow';
-import { defineCommand, followMove, parseId, printStarted, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, followMove, parseId, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -17,7 +17,7 @@ export function register(program: Command, deps: CommandDeps): void {
       const partition = parseId('partition', partitionArg);
       const lost = parseId('node', opts.lost);
       const withNode = parseId('node', opts.with);
-      const reason = recordAction({ command: 'replace', target: partition, reason: opts.reason });
+      const reason = auditedReason({ command: 'replace', target: partition, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const handle = await startReplace({ ...ctx, cluster: await ctx.needBroker() }, { partition, lost, with: withNode, origin: 'operator', reason });
         await sayIfPinned(deps, ctx, partition, opts.json);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { undrain } from '../rebalancer';
-import { defineCommand, parseId, print, recordAction, withConnection, type CommandDeps } from '../output';
+import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps } from '../output';
 import { drainOutcomeLine } from './drain';
 
 export function register(program: Command, deps: CommandDeps): void {
@@ -12,7 +12,7 @@ export function register(program: Command, deps: CommandDeps): void {
     .argument('<node>', 'node id, e.g. n3')
     .action(async (nodeArg: string, opts: { json?: boolean; reason: string }) => {
       const node = parseId('node', nodeArg);
-      const reason = recordAction({ command: 'undrain', target: node, reason: opts.reason });
+      const reason = auditedReason({ command: 'undrain', target: node, reason: opts.reason });
       await withConnection(deps, async (ctx) => {
         const outcome = await undrain({ client: ctx.client, cluster: await ctx.needBroker() }, node, reason);
         print(deps.io, opts.json, { node, draining: false, drain: outcome }, () => (outcome ? `${drainOutcomeLine(outcome)}; ${node} is no longer draining` : `${node} is no longer draining (no drain was running)`));

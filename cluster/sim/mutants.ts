@@ -148,7 +148,7 @@ export const MUTANTS = {
     safety: true,
   },
   'promote-learner.max-replication-factor': {
-    rule: 'the replication factor stays at most 16 (change_in_flight)',
+    rule: 'the replication factor stays at most 16 (above_maximum)',
     safety: false,
     why: "the contract's bound on the replication factor; W still follows from it",
   },

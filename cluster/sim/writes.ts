@@ -181,10 +181,11 @@ function swap(sim: ClusterSim, p: PartitionState, learner: string, leaving: stri
 }
 
 /**
- * The swap back (README, "Returning replica"), the way out when T is lost after step 1: the leaving R counts
- * again and T, the replica that joined in R's place, is leaving; B' is the confirmed tail now. Safe by step 2's
- * argument: the counted set is the old one again (everything below B is on W of its copies), every message in
- * [B, B') is on W copies of the set with T, at most one of them T, and T is removed only once R covers B'.
+ * The swap back (docs/operations/follower-move.md, "Swap back when T is lost after the swap"), the way out when T is
+ * lost after step 1: the leaving R counts again and T, the replica that joined in R's place, is leaving; B' is the
+ * confirmed tail now. Safe by step 2's argument: the counted set is the old one again (everything below B is on W of
+ * its copies), every message in [B, B') is on W copies of the set with T, at most one of them T, and T is removed
+ * only once R covers B'.
  */
 function swapBack(sim: ClusterSim, p: PartitionState, leaving: string, joined: string): number {
   const b = p.boundary;
@@ -272,7 +273,7 @@ function promoteLearner(sim: ClusterSim, p: PartitionState, n: string): null {
     coverConfirmed: true,
   });
   if (!sim.holds('promote-learner.max-replication-factor', p.replicationFactor < 16)) {
-    throw new Refused('change_in_flight', `${p.id} is at the maximum replication factor 16`, {
+    throw new Refused('above_maximum', `${p.id} is at the maximum replication factor 16`, {
       replicationFactor: p.replicationFactor,
     });
   }

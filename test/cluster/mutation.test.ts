@@ -12,7 +12,7 @@ import { MUTANTS, type MutantName } from '../../cluster/sim/mutants';
 import type { ClusterSim } from '../../cluster/sim/sim';
 import { emptyCoverage, ModelPropertyError, runScenario, scenarioArb, type Scenario } from './model-driver';
 
-/** Fixed, so that every run kills the same way (README, "Randomized tests and mutation score", has other seeds). */
+/** Fixed, so that every run kills the same way (docs/testing.md, "Mutation score", has other seeds). */
 const SEED = Number(process.env.CLUSTER_MODEL_SEED ?? 2);
 const BUDGET = 1_000;
 

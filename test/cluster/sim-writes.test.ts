@@ -332,6 +332,12 @@ describe('promote-learner', () => {
     sim.mutants.add('promote-learner.learner-live');
     expect(write(sim, 'q-0', 'promote-learner', { node: 'n5' }).ok).toBe(true);
   });
+
+  it('refuses to raise the replication factor past 16 with its own code: nothing is in flight', () => {
+    const sim = withAdmittedLearner();
+    sim.partition('q-0').replicationFactor = 16;
+    expect(refused(sim, 'q-0', 'promote-learner', { node: 'n5' }, 'above_maximum')).toEqual({ replicationFactor: 16 });
+  });
 });
 
 describe('owner handoff', () => {

@@ -1,8 +1,8 @@
 /**
- * The swap back, end to end (README, "Returning replica"): a follower move whose T is lost for good right
- * after the swap ends with R counting again and T removed, after swapBackAfterMs or on an operator's cancel
- * while T is down. Publishing goes on throughout, W never changes and the checker sees no breach (no
- * confirmed message lost).
+ * The swap back, end to end (docs/operations/follower-move.md, "Swap back when T is lost after the swap"): a follower
+ * move whose T is lost for good right after the swap ends with R counting again and T removed, after swapBackAfterMs
+ * or on an operator's cancel while T is down. Publishing goes on throughout, W never changes and the checker sees no
+ * breach (no confirmed message lost).
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';

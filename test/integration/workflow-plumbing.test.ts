@@ -82,7 +82,7 @@ describe('workflow plumbing on a real Temporal dev server', () => {
     expect(description.typedSearchAttributes.get(PhaseKey)).toBe('aborted');
     expect(await currentDetails(handle)).toBe('');
     const history = await handle.fetchHistory();
-    // One read (an activity: its result decides the branch, see workflows/steps/steps.ts) and no write.
+    // One read (an activity: its result decides the branch, see workflows/steps/step.ts) and no write.
     const activities = history.events?.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []) ?? [];
     expect(activities).toEqual(['readMoveContext']);
   });

@@ -4,7 +4,7 @@
  * how long rebalancing has been paused, the loop's ticks as a counter that never goes down.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { AdminDeps, RebalancerState } from '../../admin/deps';
+import type { AdminDeps, RebalancerView } from '../../admin/deps';
 import { createMetrics } from '../../admin/metrics';
 import type { MoveStatus } from '../../workflows/definitions';
 
@@ -29,7 +29,7 @@ function move(blockingReason: string | null): MoveStatus {
   };
 }
 
-function sources(state: () => RebalancerState): AdminDeps {
+function sources(state: () => RebalancerView): AdminDeps {
   return {
     topology: async () => ({ nodes: [], partitions: [] }),
     syncBudget: async () => ({ nodes: [] }),
@@ -48,7 +48,7 @@ function value(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.split(' ').at(-1));
 }
 
-const running: RebalancerState = { state: 'running', pausedBy: null, reason: null, since: null, waitingFor: 'the next tick', startedByKind: {}, ticks: 3, mode: 'auto', pendingPlan: null, approved: null, pinned: [], excluded: [] };
+const running: RebalancerView = { state: 'running', pausedBy: null, reason: null, since: null, waitingFor: 'the next tick', startedByKind: {}, ticks: 3, mode: 'auto', pendingPlan: null, approved: null, pinned: [], excluded: [] };
 
 describe('the series the alerts read', () => {
   beforeEach(() => vi.useFakeTimers({ now: T0, toFake: ['Date'] }));

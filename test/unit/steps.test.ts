@@ -6,17 +6,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Partition, PartitionView, Refusal } from '../../cluster/contract';
 import { classifyRemovalRefusal } from '../../workflows/follower-move-rules';
 import { Operation } from '../../workflows/steps/operation';
-import {
-  addLearner,
-  commitOwner,
-  dropLearner,
-  learnerInterrupts,
-  removeLeaving,
-  swap,
-  swapBack,
-  targetLostInterrupts,
-  waitDurable,
-} from '../../workflows/steps/steps';
+import { addLearner, dropLearner, learnerInterrupts } from '../../workflows/steps/learner';
+import { commitOwner } from '../../workflows/steps/owner';
+import { removeLeaving, waitDurable } from '../../workflows/steps/remove-leaving';
+import { swap, swapBack, targetLostInterrupts } from '../../workflows/steps/swap';
 import { DEFAULT_TIMING, Watch } from '../../workflows/steps/watch';
 
 const partition: Partition = {

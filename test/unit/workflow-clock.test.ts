@@ -1,6 +1,6 @@
 /**
  * Workflow code reads the clock only for data: every `Date.now()` and argument-less `new Date()` under workflows/
- * must be one of the uses named here (the rule: the header of workflows/steps/steps.ts). A decision taken on the
+ * must be one of the uses named here (the rule: the header of workflows/steps/step.ts). A decision taken on the
  * clock right after a read can replay differently; a new use fails this test until it is a timer, or named here
  * with the reason it only feeds data.
  */

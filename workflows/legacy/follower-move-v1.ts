@@ -84,7 +84,7 @@ export async function followerMove(request: FollowerMoveRequest): Promise<MoveOu
   const { partition, from: R, to: T } = request;
   const info = workflowInfo();
   // Rules added while moves were running, each taken once at the start so a move keeps one set of rules for
-  // its whole life (see README, "How a move runs").
+  // its whole life (docs/versioning.md, "Patches").
   const progressRule = patched('progress-any-signal');
   const refusalRule = patched('final-refusals');
   const cleanupRule = patched('cleanup-every-exit');

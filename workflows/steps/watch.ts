@@ -4,7 +4,7 @@
  * final boundary. Fed by the signal handlers of definitions.ts, by reads and by the replies of guarded writes;
  * every change bumps `version`, which is what `waitFor` waits on (with one poll timer at a time). Transfer
  * progress is stamped with the broker's clock, and a transfer's stall abort and catch-up deadline are set by
- * timers (the rule: steps.ts).
+ * timers (the rule: step.ts).
  */
 import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
@@ -28,7 +28,7 @@ export const ACTIVITY_OPTIONS = {
   retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
 } as const;
 // Before patch decide-on-timers a read was a local activity (no server round trip); its result can reach the
-// workflow a task later in the first run than on replay (steps.ts), so a read is now a normal activity, whose
+// workflow a task later in the first run than on replay (step.ts), so a read is now a normal activity, whose
 // completion is an event in history.
 const { readMoveContext: readLocally } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 // A guarded write is a normal activity: the server records its input, so every retry sends the same body
@@ -75,8 +75,7 @@ export class Watch {
   private recoveringEpoch = -1;
   /** The partition record as last read or returned by a write (null before the first). */
   partition: Partition | null = null;
-  /** The last progress read (tail, confirmed tail) and the confirmed tail of the last progress signal. */
-  progress: Progress | null = null;
+  /** The highest confirmed tail of any progress read or signal. */
   confirmedTail: number | null = null;
   /** close-admission's final boundary, while admission is closed by this operation. */
   finalBoundary: number | null = null;
@@ -213,7 +212,6 @@ export class Watch {
   }
 
   private noteProgress(progress: Progress): void {
-    this.progress = progress;
     this.confirmedTail = Math.max(this.confirmedTail ?? -1, progress.confirmedTail);
     const at = this.onTimers ? this.noteBrokerTime(progress.now) : legacyNow();
     for (const t of progress.replicas) {

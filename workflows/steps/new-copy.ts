@@ -11,7 +11,9 @@ import type { MoveCheck } from '../follower-move-rules';
 import { classifyRemovalRefusal } from '../follower-move-rules';
 import { formatBytes } from '../format';
 import type { Operation } from './operation';
-import { addLearner, dropLearnerAndSay, learnerInterrupts, rejection, removeLeaving, runStep, waitForActivation, waitForAdmission, type WriteStep } from './steps';
+import { addLearner, dropLearnerAndSay, learnerInterrupts, waitForAdmission } from './learner';
+import { removeLeaving } from './remove-leaving';
+import { rejection, runStep, waitForActivation, type WriteStep } from './step';
 import type { Interrupt } from './watch';
 
 export interface NewCopy<T> {
