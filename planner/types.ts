@@ -3,6 +3,7 @@
  * workflow, drain, `rebalancer plan` and the admin API. Pure types, safe in the workflow sandbox.
  */
 import type { Partition, Topology } from '../cluster/contract';
+import type { Bands } from './bands';
 
 /** Weights of the note's score dimensions; each dimension is divided by the node's capacity first. */
 export interface ScoreWeights {
@@ -19,6 +20,11 @@ export interface PlannerConfig {
   historyHalfBytes: number;
   /** Shed only above mean + threshold, only toward nodes below mean - threshold (score units). */
   threshold: number;
+  /**
+   * Per dimension (replicas, owned, disk, traffic), half the band around each node's share as a fraction of it;
+   * absent ones take DEFAULT_BANDS (a loop started before bands existed has none).
+   */
+  bands?: Partial<Bands>;
   /** A move must lower the spread by at least this much (score units). */
   minImprovement: number;
   /** Hard limits on concurrent transfers (moves in flight), separate from the score. */

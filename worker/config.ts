@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import { z } from 'zod';
+import { parseBands } from '../planner/bands';
 import { DEFAULT_PLANNER_CONFIG, validatePlannerConfig } from '../planner/config';
 import type { PlannerConfig, ScoreWeights } from '../planner/types';
 import { REBALANCER_MODES, type RebalancerSettings } from '../workflows/definitions';
@@ -30,6 +31,13 @@ const weights = z
   )
   .transform((v) => Object.fromEntries(v.split(',').map((pair) => [pair.split('=')[0]!, Number(pair.split('=')[1])])) as Partial<ScoreWeights>);
 
+const bands = z.string().transform((v, ctx) => {
+  const r = parseBands(v);
+  if (r.ok) return r.bands;
+  ctx.addIssue({ code: 'custom', message: r.problem });
+  return z.NEVER;
+});
+
 /** The loop's settings; absent ones take DEFAULT_PLANNER_CONFIG's values and the defaults below. */
 const REBALANCER_ENV = {
   REBALANCER_TICK_MS: atLeastOne.default(10_000),
@@ -37,6 +45,7 @@ const REBALANCER_ENV = {
   REBALANCER_WEIGHTS: weights.optional(),
   REBALANCER_HISTORY_HALF_BYTES: positive.optional(),
   REBALANCER_THRESHOLD: positive.optional(),
+  REBALANCER_BANDS: bands.optional(),
   REBALANCER_MIN_IMPROVEMENT: positive.optional(),
   REBALANCER_MAX_TRANSFERS_PER_NODE: atLeastOne.optional(),
   REBALANCER_MAX_TRANSFERS_PER_CLUSTER: atLeastOne.optional(),
@@ -50,8 +59,9 @@ const REBALANCER_ENV = {
 };
 
 /** The variable that sets each planner setting, so a refusal names what the operator can change. */
-const PLANNER_SETTING_ENV: Record<Exclude<keyof PlannerConfig, 'weights'>, keyof typeof REBALANCER_ENV> & { weights: 'REBALANCER_WEIGHTS' } = {
+const PLANNER_SETTING_ENV: Record<Exclude<keyof PlannerConfig, 'weights' | 'bands'>, keyof typeof REBALANCER_ENV> & { weights: 'REBALANCER_WEIGHTS'; bands: 'REBALANCER_BANDS' } = {
   weights: 'REBALANCER_WEIGHTS',
+  bands: 'REBALANCER_BANDS',
   historyHalfBytes: 'REBALANCER_HISTORY_HALF_BYTES',
   threshold: 'REBALANCER_THRESHOLD',
   minImprovement: 'REBALANCER_MIN_IMPROVEMENT',
@@ -71,10 +81,11 @@ export function rebalancerSettings(env: Env): RebalancerSettings {
   const planner: PlannerConfig = {
     ...DEFAULT_PLANNER_CONFIG,
     weights: { ...DEFAULT_PLANNER_CONFIG.weights, ...env.REBALANCER_WEIGHTS },
+    bands: { ...DEFAULT_PLANNER_CONFIG.bands, ...env.REBALANCER_BANDS },
   };
   for (const [setting, variable] of Object.entries(PLANNER_SETTING_ENV) as [keyof PlannerConfig, keyof typeof REBALANCER_ENV][]) {
     const value = env[variable];
-    if (setting !== 'weights' && value !== undefined) (planner as unknown as Record<string, unknown>)[setting] = value;
+    if (setting !== 'weights' && setting !== 'bands' && value !== undefined) (planner as unknown as Record<string, unknown>)[setting] = value;
   }
   const problem = validatePlannerConfig(planner);
   if (problem) {

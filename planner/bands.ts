@@ -1,0 +1,361 @@
+/**
+ * Per-dimension bands: what an operator checks first, each node's replicas, owned partitions, disk bytes and
+ * traffic near its capacity's share of the cluster's total. The weighted score ranks moves and brings the sum
+ * inside its threshold; a sum can be right with the wrong composition (a node full of small partitions), so a plan
+ * is done only when every node is inside every band too, or no move the rules allow brings it closer.
+ */
+import type { TickPlanner } from './policy';
+import type { ClusterState, NodeState } from './state';
+
+export const DIMENSIONS = ['replicas', 'owned', 'disk', 'traffic'] as const;
+export type Dimension = (typeof DIMENSIONS)[number];
+/**
+ * The two parts of traffic the guard holds apart, each to the traffic band: the publishes every copy replicates,
+ * which follower moves carry, and the deliveries the owner serves, which handoffs carry. Both inside the band puts
+ * their sum inside it; a node filled to its traffic band by followers would have no room left for its owner roles.
+ */
+export type GuardDimension = 'publishes' | 'deliveries';
+/** Half a band's width as a fraction of the node's share, per dimension. */
+export type Bands = Record<Dimension, number>;
+
+/**
+ * Copies and bytes within 5% of the share; owner roles and traffic within 10%, as handoffs, which carry most of
+ * them, close admission while they run.
+ */
+export const DEFAULT_BANDS: Bands = { replicas: 0.05, owned: 0.1, disk: 0.05, traffic: 0.1 };
+
+/**
+ * The least half width of a band: one copy's worth (one owner role's for owned partitions and deliveries), on the
+ * cluster's average. A band narrower than one of the items that move no placement can meet, and the guard would
+ * refuse every step into it.
+ */
+function unit(st: ClusterState, d: Dimension | GuardDimension): number {
+  const per = (x: number, of: number): number => (of > 0 ? x / of : 0);
+  const c = st.perCap;
+  switch (d) {
+    case 'replicas':
+    case 'owned':
+      return 1;
+    case 'disk':
+    case 'traffic':
+    case 'publishes':
+      return per(c[d], c.replicas);
+    case 'deliveries':
+      return per(c.deliveries, c.owned);
+  }
+}
+
+/** A node's load in dimension d. */
+export function loadOf(n: NodeState, d: Dimension | GuardDimension): number {
+  switch (d) {
+    case 'publishes':
+      return n.traffic - n.deliveries;
+    case 'deliveries':
+      return n.deliveries;
+    case 'replicas':
+      return n.owned + n.followed;
+    case 'owned':
+      return n.owned;
+    case 'disk':
+      return n.bytes;
+    case 'traffic':
+      return n.traffic;
+  }
+}
+
+export interface Band {
+  load: number;
+  /** The node's share of the cluster's total by capacity, and the band around it. */
+  share: number;
+  low: number;
+  high: number;
+}
+
+/** Node n's band in dimension d (its share and the half width around it), from the cluster's total per capacity. */
+export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension, load = loadOf(n, d)): Band {
+  const share = st.perCap[d] * n.cap;
+  const half = Math.max(bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d] * share, unit(st, d));
+  return { load, share, low: share - half, high: share + half };
+}
+
+/** How far a load lies outside its band, as a fraction of the share (0 inside): dimensions compare on one scale. */
+export function excess(b: Band): number {
+  if (b.share <= 0) return 0;
+  return Math.max(0, b.load - b.high, b.low - b.load) / b.share;
+}
+
+/** The dimensions a follower copy moves, as the band step weighs and names them. */
+const MOVED = ['replicas', 'disk', 'publishes'] as const;
+
+/** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
+const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
+const [REPLICAS, OWNED, DISK, , PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
+
+/**
+ * The bands of one planning pass as numbers, for the inner loops of the search: per dimension its share per
+ * capacity, half width as a fraction and floor, so judging a step costs a few multiplications and allocates nothing.
+ */
+export class BandMeter {
+  private readonly share = new Float64Array(ALL.length);
+  private readonly frac = new Float64Array(ALL.length);
+  private readonly floor = new Float64Array(ALL.length);
+
+  constructor(
+    private readonly st: ClusterState,
+    readonly bands: Bands,
+  ) {
+    ALL.forEach((d, i) => {
+      this.share[i] = st.perCap[d];
+      this.frac[i] = bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
+      this.floor[i] = unit(st, d);
+    });
+  }
+
+  /** How far load x of node n lies outside its band in dimension i, as a fraction of its share (0 inside). */
+  private excess(n: NodeState, i: number, x: number): number {
+    const share = this.share[i]! * n.cap;
+    if (share <= 0) return 0;
+    const half = Math.max(this.frac[i]! * share, this.floor[i]!);
+    return Math.max(0, x - share - half, share - half - x) / share;
+  }
+
+  /** (x - share)² / share² of node n in dimension i: squared, so a step nearer every share beats one overshooting one. */
+  private dist(n: NodeState, i: number, x: number): number {
+    const share = this.share[i]! * n.cap;
+    if (share <= 0) return 0;
+    const dev = (x - share) / share;
+    return dev * dev;
+  }
+
+  /**
+   * Whether `amount` of dimension i going from node s to node r leaves their summed excess no larger: a step may
+   * take a node out of a band only by bringing the other as far in (where both cannot be inside, the best split of
+   * what they hold between them), and never piles load onto a node at its band's edge from one inside its own.
+   */
+  private keeps(i: number, s: NodeState, sNow: number, r: NodeState, rNow: number, amount: number): boolean {
+    return this.excess(s, i, sNow - amount) + this.excess(r, i, rNow + amount) <= this.excess(s, i, sNow) + this.excess(r, i, rNow) + 1e-12;
+  }
+
+  /** Summed excess over the dimensions a follower copy moves, with `sign` copies of p added (0: as it is). */
+  copyExcess(n: NodeState, p = -1, sign: -1 | 0 | 1 = 0): number {
+    const st = this.st;
+    const k = sign === 0 ? 0 : sign;
+    const pub = n.traffic - n.deliveries;
+    return (
+      this.excess(n, REPLICAS, n.owned + n.followed + k) +
+      this.excess(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
+      this.excess(n, PUBLISHES, pub + (k === 0 ? 0 : k * st.pub[p]!))
+    );
+  }
+
+  /** The band guard of a follower copy of p moving from s to r, in copies, bytes and publishes (see `keeps`). */
+  copyKeeps(p: number, s: NodeState, r: NodeState): boolean {
+    const st = this.st;
+    return (
+      this.keeps(REPLICAS, s, s.owned + s.followed, r, r.owned + r.followed, 1) &&
+      this.keeps(DISK, s, s.bytes, r, r.bytes, st.bytes[p]!) &&
+      this.keeps(PUBLISHES, s, s.traffic - s.deliveries, r, r.traffic - r.deliveries, st.pub[p]!)
+    );
+  }
+
+  /** The band guard of p's owner role handed from s to d, each keeping its copy: owned and deliveries. */
+  roleKeeps(p: number, s: NodeState, d: NodeState): boolean {
+    return this.keeps(OWNED, s, s.owned, d, d.owned, 1) && this.keeps(DELIVERIES, s, s.deliveries, d, d.deliveries, this.st.del[p]!);
+  }
+
+  private copyDist(n: NodeState, p: number, sign: -1 | 0 | 1): number {
+    const st = this.st;
+    const pub = n.traffic - n.deliveries;
+    const k = sign;
+    return (
+      this.dist(n, REPLICAS, n.owned + n.followed + k) +
+      this.dist(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
+      this.dist(n, PUBLISHES, pub + (k === 0 ? 0 : k * st.pub[p]!))
+    );
+  }
+
+  /** How much nearer their shares in copies, bytes and publishes moving a follower copy of p from s to r brings the pair. */
+  copyNearer(p: number, s: NodeState, r: NodeState): number {
+    return this.copyDist(s, p, 0) + this.copyDist(r, p, 0) - this.copyDist(s, p, -1) - this.copyDist(r, p, 1);
+  }
+
+  /** How much nearer their shares in owner roles and deliveries handing p's owner role from s to d brings the pair. */
+  roleNearer(p: number, s: NodeState, d: NodeState): number {
+    const del = this.st.del[p]!;
+    const at = (n: NodeState, k: number) => this.dist(n, OWNED, n.owned + k) + this.dist(n, DELIVERIES, n.deliveries + k * del);
+    return at(s, 0) + at(d, 0) - at(s, -1) - at(d, 1);
+  }
+}
+
+/** The worst node of each dimension among the nodes that stay: the one furthest outside its band, else nearest its edge. */
+export interface DimensionReport extends Band {
+  dimension: Dimension;
+  node: string;
+  /** (load - share) / share: above 0 the node carries more than its share. */
+  deviation: number;
+  /** Half the band's width as a fraction of the share, its floor of one item included. */
+  band: number;
+  inside: boolean;
+}
+
+export function dimensionReport(st: ClusterState, bands: Bands): DimensionReport[] {
+  const out: DimensionReport[] = [];
+  for (const d of DIMENSIONS) {
+    let worst: DimensionReport | null = null;
+    for (const n of st.nodes) {
+      if (!st.stays(n)) continue;
+      const b = bandOf(st, bands, n, d);
+      if (b.share <= 0) continue;
+      const deviation = (b.load - b.share) / b.share;
+      const band = (b.high - b.share) / b.share;
+      const r: DimensionReport = { dimension: d, node: n.id, ...b, deviation, band, inside: excess(b) === 0 };
+      if (worst === null || Math.abs(deviation) - band > Math.abs(worst.deviation) - worst.band) worst = r;
+    }
+    if (worst !== null) out.push(worst);
+  }
+  return out;
+}
+
+/** A dimension's band in words: "n7 holds 154 replicas, above its band 128.3-141.8 (share 135.0 ± 5%)". */
+export function bandWords(r: DimensionReport): string {
+  const unit = r.dimension === 'disk' ? ' bytes' : r.dimension === 'traffic' ? ' msg/s of traffic' : r.dimension === 'owned' ? ' owned partitions' : ' replicas';
+  const f = (x: number) => (r.dimension === 'disk' || Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(1));
+  const side = r.load > r.high ? 'above' : r.load < r.low ? 'below' : 'inside';
+  return `${r.node} holds ${f(r.load)}${unit}, ${side} its band ${f(r.low)}-${f(r.high)} (share ${f(r.share)} ± ${(r.band * 100).toFixed(1)}%)`;
+}
+
+/** Parses `replicas=0.05,disk=0.05,owned=0.1,traffic=0.1` (any subset): the names and what each must be, on error. */
+export function parseBands(text: string): { ok: true; bands: Partial<Bands> } | { ok: false; problem: string } {
+  const out: Partial<Bands> = {};
+  for (const pair of text.split(',')) {
+    const [name, value, extra] = pair.split('=');
+    if (!(DIMENSIONS as readonly string[]).includes(name ?? '') || value === undefined || extra !== undefined)
+      return { ok: false, problem: `"${pair}": expected name=fraction pairs separated by commas, names among ${DIMENSIONS.join(', ')}, for example replicas=0.05,owned=0.1` };
+    const v = Number(value);
+    if (value.trim() === '' || !Number.isFinite(v)) return { ok: false, problem: `${name}=${value}: expected a fraction of the share, for example 0.05` };
+    out[name as Dimension] = v;
+  }
+  return { ok: true, bands: out };
+}
+
+/** The first problem with a band setting in words, or null: a band of 0 (or below) would have nodes trade copies forever. */
+export function bandsProblem(bands: Partial<Bands>): string | null {
+  for (const d of DIMENSIONS) {
+    const v = bands[d];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v >= 1)
+      return `bands.${d} is ${String(v)}: expected a fraction above 0 and below 1 (a band of 0 makes nodes trade copies back and forth)`;
+  }
+  return null;
+}
+
+/** Sources and receivers weighed per proposal by the band step: the furthest from their shares. */
+const BAND_NODES = 8;
+
+interface BandCandidate {
+  p: number;
+  s: NodeState;
+  r: NodeState;
+  gain: number;
+  bytes: number;
+}
+
+/**
+ * The band step, after the score's own moves: follower moves that bring nodes into their bands in replicas, disk
+ * and traffic. A move must lower the summed excess of its two nodes by at least minImprovement, so no move is
+ * traded back, and may not take either node's score further from the mean than the threshold or where it was, so
+ * the score's moves never undo it. Fewest bytes per unit of excess removed first, as the score's moves do. What
+ * stays outside a band when no move serves it is named, with its node and dimension.
+ */
+export function balanceBands(tp: TickPlanner): void {
+  const st = tp.st;
+  const bands = tp.meter.bands;
+  const meter = tp.meter;
+  const { threshold: t, minImprovement } = tp.ctx.config;
+  const above = new Float64Array(st.nodes.length);
+  const below = new Float64Array(st.nodes.length);
+  const exc = new Float64Array(st.nodes.length);
+  while (tp.free > 0) {
+    let outside: NodeState | null = null;
+    const sources: NodeState[] = [];
+    const receivers: NodeState[] = [];
+    for (const n of st.nodes) {
+      if (!st.stays(n)) continue;
+      let up = 0;
+      let down = 0;
+      for (const d of MOVED) {
+        const b = bandOf(st, bands, n, d);
+        if (b.share <= 0) continue;
+        up += Math.max(0, b.load - b.share) / b.share;
+        down += Math.max(0, b.share - b.load) / b.share;
+      }
+      above[n.index] = up;
+      below[n.index] = down;
+      exc[n.index] = meter.copyExcess(n);
+      if (exc[n.index]! > 0 && (outside === null || exc[n.index]! > exc[outside.index]!)) outside = n;
+      if (up > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
+      if (down > 0 && tp.receiverOk(n)) receivers.push(n);
+    }
+    if (outside === null) return;
+    // Outside a band first, then the furthest from the shares.
+    const order = (side: Float64Array) => (a: NodeState, b: NodeState) => Number(exc[b.index]! > 0) - Number(exc[a.index]! > 0) || side[b.index]! - side[a.index]!;
+    sources.sort(order(above));
+    receivers.sort(order(below));
+    const rs = receivers.slice(0, BAND_NODES);
+    let best: BandCandidate | null = null;
+    for (const s of sources.slice(0, BAND_NODES)) {
+      const ds = tp.dev(s);
+      for (const p of s.parts) {
+        if (st.owner[p] === s.index || !st.isFollower(p, s.index) || tp.ctx.moved.get(p)?.has(s.index)) continue;
+        if (!tp.partFree(p)) {
+          tp.notePinned(p);
+          continue;
+        }
+        const dS = ds + st.copyDelta(p, s, false, -1);
+        if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
+        const lose = exc[s.index]! - meter.copyExcess(s, p, -1);
+        for (const r of rs) {
+          if (r.index === s.index) continue;
+          const gain = lose + exc[r.index]! - meter.copyExcess(r, p, 1);
+          if (gain < minImprovement || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
+          const dr = tp.dev(r);
+          if (Math.abs(dr + st.copyDelta(p, r, false, 1)) > Math.max(t, Math.abs(dr)) || !tp.keepsBands(p, s, r) || !tp.canReceive(p, r, s)) continue;
+          const cooled = tp.stepCooldown(p, s, r);
+          if (cooled !== null) {
+            tp.hold(cooled);
+            continue;
+          }
+          const bytes = st.bytesTo(p, r.index);
+          if (best === null || cheaper(bytes, gain, best)) best = { p, s, r, gain, bytes };
+        }
+      }
+    }
+    if (best === null) {
+      const worst = dimensionReport(st, bands).find((r) => !r.inside && r.dimension !== 'owned');
+      const why = tp.held === null ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules' : `no follower move can start: ${tp.held}`;
+      if (worst !== undefined) tp.bandsBlocked = `${bandWords(worst)}: ${why}${tp.pinNote()}`;
+      return;
+    }
+    const { p, s, r, gain } = best;
+    const words = (n: NodeState) => dimensionWords(st, bands, n);
+    tp.followerMove(p, s, r, `bands: ${s.id} (${words(s)}) sheds to ${r.id} (${words(r)}): their excess outside the bands falls by ${gain.toFixed(3)}`);
+  }
+}
+
+/** Fewer bytes per unit of excess removed; within a tenth of each other, the larger gain (fewer moves). */
+function cheaper(bytes: number, gain: number, best: BandCandidate): boolean {
+  const mine = bytes * best.gain;
+  const theirs = best.bytes * gain;
+  if (mine < 0.9 * theirs) return true;
+  if (mine > 1.1 * theirs) return false;
+  return gain > best.gain;
+}
+
+/** A node's deviation from its share in each dimension a follower copy moves: "replicas +14%, disk -31%, traffic +2%". */
+function dimensionWords(st: ClusterState, bands: Bands, n: NodeState): string {
+  return MOVED.map((d) => {
+    const b = bandOf(st, bands, n, d);
+    return `${d} ${b.share > 0 ? `${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : 'n/a'}`;
+  }).join(', ');
+}
+
