@@ -12,7 +12,7 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     load: () => import('./cluster'),
   },
   planner: {
-    about: 'planner + move protocol on the stepped simulation: moves, bytes, convergence vs lower bounds and two baselines; plan time at 1,000 nodes / 100,000 partitions (--baseline DIR: beside the planner of another checkout)',
+    about: 'planner + move protocol on the stepped simulation: moves, bytes, convergence vs lower bounds and two baselines; plan time at 1,000 nodes / 100,000 partitions and the whole `rebalancer plan --snapshot` command on them (--baseline DIR: beside those of another checkout; --snapshot FILE: keep the topology)',
     load: () => import('./planner'),
   },
   moves: {

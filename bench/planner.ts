@@ -3,21 +3,26 @@
  * (ClusterSim in-process, its clock advanced here to the next catch-up, the guarded writes driven directly, no
  * Temporal), one JSON line per scenario: what the planner did beside the scenario's lower bounds (bench/bounds.ts)
  * and two baselines on the same cluster (bench/baselines.ts). Then the time to plan 1,000 nodes / 100,000
- * partitions and of one tick; `--baseline DIR` times the planner of another checkout (e.g. a worktree of main) in
- * the same run beside it. Lower bounds are derived in README.md ("Load score and planner").
+ * partitions and of one tick, then of the whole `rebalancer plan --json --snapshot FILE` command on them as users run it;
+ * `--baseline DIR` times the planner and the command of another checkout (e.g. a worktree of main) in the same run
+ * beside them, and `--snapshot FILE` keeps the topology the command reads there. Lower bounds are derived in
+ * README.md ("Load score and planner").
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { loadavg } from 'node:os';
-import { resolve } from 'node:path';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
-import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
+import { DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { ClusterState } from '../planner/state';
 import { baselineFigures, greedyCount, roundRobin } from './baselines';
 import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, type NodeNeed } from './bounds';
 import { round } from './stats';
 
-const TARGETS = { movesRatio: 1.05, bytesRatio: 1.05, convergeRatio: 1.2, fullPlanMs: 2000, tickMs: 100 };
+const TARGETS = { movesRatio: 1.05, bytesRatio: 1.05, convergeRatio: 1.2, fullPlanMs: 2000, tickMs: 100, commandMs: 2000 };
 const RATE = 4 * 1024 * 1024;
 const MESSAGE_BYTES = 1024;
 const STEP_MS = 100;
@@ -245,6 +250,10 @@ function runScenario(s: Scenario): Record<string, unknown> {
     converged: run.converged,
     maxDeviation: round(Math.max(...devs)),
     outsideThreshold: devs.filter((d) => d > cfg.threshold + 1e-9).length,
+    // Each dimension's worst node at the end beside its band (issue 18): the planner does not choose by them yet.
+    bands: Object.fromEntries(
+      dimensionBands({ ...input, topology: sim.topology(), now: sim.now }, cfg).map((r) => [r.dimension, { node: r.node, deviation: round(r.deviation), band: round(r.band), inside: r.inside }]),
+    ),
     ...(s.draining === undefined ? {} : { copiesLeftOnDrained: leftOnDrained }),
     peakTransfersPerNode: run.peak,
     // Bytes a node received in one step over its rate times the step (plus one carried message per transfer): at
@@ -262,7 +271,7 @@ function runScenario(s: Scenario): Record<string, unknown> {
   };
 }
 
-/** 1,000 nodes and 100,000 partitions (990 loaded, 10 joining): planning time only. */
+/** 1,000 nodes and 100,000 partitions (990 loaded, 10 joining). */
 function large(): Topology {
   const ids = Array.from({ length: 1000 }, (_, i) => `n${i}`);
   const nodeRecs = ids.map((id) => ({ id, processId: `${id}-p`, storageInstance: `${id}-s`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false }));
@@ -328,8 +337,8 @@ function timesOf(planner: Planner, input: PlanInput) {
  * The planner's times at 1,000 nodes / 100,000 partitions; with `baseline` (a checkout of another version, e.g.
  * a worktree of main), that version's planner is timed in the same run on the same input, and its plan compared.
  */
-async function timing(baseline: string | undefined): Promise<Record<string, unknown>> {
-  const input: PlanInput = { topology: large(), inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 };
+async function timing(topology: Topology, baseline: string | undefined) {
+  const input: PlanInput = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 };
   const ours = timesOf({ planNow, planToConvergence, DEFAULT_PLANNER_CONFIG }, input);
   const theirs = baseline === undefined ? undefined : timesOf((await import(resolve(baseline, 'planner/index.ts'))) as Planner, input);
   return {
@@ -344,11 +353,76 @@ async function timing(baseline: string | undefined): Promise<Record<string, unkn
   };
 }
 
+/** Runs of the whole command per checkout: each a new process, as a user's, so start-up counts every time. */
+const COMMAND_RUNS = 5;
+
+/** One run of `rebalancer plan --json --snapshot FILE > OUT` from checkout `dir`: its wall time and what it printed. */
+function runCommand(dir: string, file: string): { wallMs: number; planningMs: number; steps: number } {
+  // The planner's defaults, whatever this shell sets, so the command plans as the in-process figures do.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('REBALANCER_')));
+  // Into a file: a checkout from before the CLI waited for stdout cuts its output into a pipe short.
+  const outFile = `${file}.out`;
+  const out = openSync(outFile, 'w');
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [resolve(dir, 'bin/rebalancer.mjs'), 'plan', '--json', '--snapshot', file], { env, stdio: ['ignore', out, 'pipe'], encoding: 'utf8' });
+  const wallMs = performance.now() - t0;
+  closeSync(out);
+  if (r.status !== 0) throw new Error(`rebalancer plan in ${dir} exited ${r.status}: ${r.stderr}`);
+  const plan = JSON.parse(readFileSync(outFile, 'utf8')) as { planningMs: number; steps: unknown[] };
+  rmSync(outFile);
+  return { wallMs, planningMs: plan.planningMs, steps: plan.steps.length };
+}
+
+function commandFigures(runs: ReturnType<typeof runCommand>[]) {
+  return {
+    wallMsMedian: round(median(runs.map((r) => r.wallMs)), 0),
+    wallMs: runs.map((r) => round(r.wallMs, 0)),
+    // What the command says its planning took, in the same runs.
+    planningMsMedian: round(median(runs.map((r) => r.planningMs)), 0),
+    steps: runs[0]!.steps,
+  };
+}
+
+/**
+ * The whole dry run as users run it on a saved topology: start-up, reading, checking and planning on the 100,000
+ * partitions, and printing, timed from outside the process beside the target and the planning alone measured in
+ * this run (`planningOnlyMs`: the full plan above, in this process); a baseline's command alternates with ours.
+ */
+function commandTiming(topology: Topology, baseline: string | undefined, keep: string | undefined, planningOnlyMs: number) {
+  const dir = keep === undefined ? mkdtempSync(join(tmpdir(), 'bench-plan-')) : undefined;
+  const file = keep ?? join(dir!, 'topology.json');
+  writeFileSync(file, JSON.stringify(topology));
+  try {
+    const ours: ReturnType<typeof runCommand>[] = [];
+    const theirs: ReturnType<typeof runCommand>[] = [];
+    for (let i = 0; i < COMMAND_RUNS; i++) {
+      ours.push(runCommand(fileURLToPath(new URL('..', import.meta.url)), file));
+      if (baseline !== undefined) theirs.push(runCommand(baseline, file));
+    }
+    return {
+      scenario: 'plan-command-1000-nodes-100k-partitions',
+      command: 'rebalancer plan --json --snapshot FILE',
+      snapshotBytes: statSync(file).size,
+      ...commandFigures(ours),
+      planningOnlyMs,
+      targets: { commandMs: TARGETS.commandMs },
+      ...(baseline === undefined ? {} : { baseline: { dir: baseline, ...commandFigures(theirs) } }),
+      loadAverage: round(loadavg()[0]!, 2),
+    };
+  } finally {
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const uniform = (): number => 2000;
 const flat = (): number => 2;
 /** Skewed: a few partitions 20 times larger and hotter than the rest. */
 const hotSize = (i: number): number => (i % 17 === 0 ? 40_000 : 2000);
 const hotRate = (i: number): number => (i % 17 === 0 ? 100 : 2);
+
+/** Mixed sizes (0.2 to 40 MB) and rates, as clusters people grow have: the case issue 18 measures bands on. */
+const mixedSize = (i: number): number => 200 + ((i * 7919) % 200) * 200;
+const mixedRate = (i: number): number => 1 + ((i * 13) % 10);
 
 const SCENARIOS: Scenario[] = [
   { name: 'join-1-into-10', nodes: nodes(11), loaded: 10, partitions: 200, size: uniform, rate: flat },
@@ -357,16 +431,23 @@ const SCENARIOS: Scenario[] = [
   { name: 'hot-partitions', nodes: nodes(11), loaded: 10, partitions: 200, size: hotSize, rate: hotRate },
   { name: 'mixed-capacities', nodes: [...nodes(8), ...nodes(2, 9, 2)], loaded: 8, partitions: 200, size: uniform, rate: flat },
   { name: 'zones', nodes: nodes(12, 1, 1, 3), loaded: 9, partitions: 180, size: uniform, rate: flat },
+  { name: 'join-2-into-6-mixed-sizes', nodes: nodes(8), loaded: 6, partitions: 360, size: mixedSize, rate: mixedRate },
   { name: 'rejoin-with-retained-copies', nodes: nodes(10), loaded: 10, partitions: 200, size: uniform, rate: flat, rejoin: 'n10' },
 ];
 
 export async function run(args: string[]): Promise<void> {
-  const at = args.indexOf('--baseline');
-  const baseline = at >= 0 ? args[at + 1] : undefined;
-  const only = args.find((a, i) => !a.startsWith('-') && (at < 0 || i !== at + 1));
+  const value = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+  const baseline = value('--baseline');
+  const keep = value('--snapshot');
+  const only = args.find((a, i) => !a.startsWith('-') && !['--baseline', '--snapshot'].includes(args[i - 1] ?? ''));
   for (const s of SCENARIOS) {
     if (only !== undefined && !s.name.includes(only)) continue;
     console.log(JSON.stringify(runScenario(s)));
   }
-  if (only === undefined || 'large'.includes(only)) console.log(JSON.stringify(await timing(baseline)));
+  if (only === undefined || 'large'.includes(only)) {
+    const topology = large();
+    const figures = await timing(topology, baseline);
+    console.log(JSON.stringify(figures));
+    console.log(JSON.stringify(commandTiming(topology, baseline && resolve(baseline), keep, figures.fullPlan.wallMs)));
+  }
 }

@@ -4,7 +4,7 @@
  * loop's `selectStarts` (its pins and exclusions too), so its "now" is what the loop starts on its next tick; without a loop, on the broker's view.
  */
 import type { Topology, Transfer } from '../cluster/contract';
-import { planNow, planToConvergence } from '../planner';
+import { planWithFirstTick } from '../planner';
 import type { Cooldowns, Plan, PlanInput, PlannerConfig, Proposal } from '../planner/types';
 import type { RebalancerStatus } from '../workflows/definitions';
 import { planInputFor } from '../workflows/rebalancer-drain-rules';
@@ -55,8 +55,7 @@ export function dryRun(topology: Topology, transfers: Transfer[], loop: Rebalanc
     const draining = topology.nodes.filter((n) => n.draining).map((n) => n.id);
     input = planInputFor(topology, { inFlight: inFlightMoves(topology, [], transfers), cooldowns: NO_COOLDOWNS, now: topology.now, draining });
   }
-  const plan = planToConvergence(input, config);
-  const first = planNow(input, config);
+  const { plan, first } = planWithFirstTick(input, config);
   // The loop starts nothing while a recovery is pending, and leaves draining nodes to their drains.
   const leaveAlone = new Set(loop ? topology.nodes.filter((n) => n.draining).map((n) => n.id) : []);
   const selected = recoveryPending(topology) ? [] : selectStarts(first.steps, input.inFlight, config, leaveAlone).start;

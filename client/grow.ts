@@ -3,12 +3,8 @@
  * the rules of workflows/grow-rules.ts, so bad input is refused before anything is written (not even a workflow
  * is started), then started as `reconfigure-<partition>` with its search attributes.
  */
-import {
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowIdConflictPolicy,
-  WorkflowIdReusePolicy,
-  type WorkflowHandle,
-} from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
 import { ClusterHttpError } from '../cluster/client';
 import type { Node, Partition } from '../cluster/contract';
 import { reconfigurationWorkflowId, type GrowRequest, type ReconfigurationKind, type ReplaceRequest } from '../workflows/definitions';

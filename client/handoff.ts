@@ -3,7 +3,8 @@
  * Like a follower move, each is checked against the broker first, so bad input is refused (MoveRefused)
  * before anything is written and before a workflow starts.
  */
-import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type WorkflowHandle } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
 import { ClusterHttpError } from '../cluster/client';
 import type { PartitionView } from '../cluster/contract';
 import { reconfigurationWorkflowId, type FollowerMoveRequest, type HandoffRequest, type OwnerMoveRequest, type ReconfigurationKind } from '../workflows/definitions';

@@ -3,17 +3,15 @@
  * Starting checks the request against the broker first, so bad input is refused before anything is
  * written (not even a workflow is started).
  */
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import {
+  ApplicationFailure,
+  CancelledFailure,
   WorkflowExecutionAlreadyStartedError,
-  WorkflowFailedError,
   WorkflowIdConflictPolicy,
-  WorkflowNotFoundError,
   WorkflowIdReusePolicy,
-  WorkflowUpdateFailedError,
-  type Client,
-  type WorkflowHandle,
-} from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+  WorkflowNotFoundError,
+} from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
 import type { Partition, Topology } from '../cluster/contract';
 import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
@@ -249,6 +247,8 @@ export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome | n
   try {
     return (await handle.result()) as MoveOutcome;
   } catch (err) {
+    // Loaded already (the handle came from it); imported here so the CLI loads it only to talk to Temporal (output.ts, connect).
+    const { WorkflowFailedError } = await import('@temporalio/client');
     if (!(err instanceof WorkflowFailedError)) throw err;
     const { cause } = err;
     if ((cause instanceof CancelledFailure || cause instanceof ApplicationFailure) && cause.details?.[0]) return cause.details[0] as MoveOutcome;
@@ -280,6 +280,8 @@ export async function cancelMove(client: Client, partition: string, reason: stri
   try {
     await handle.executeUpdate(cancelUpdate, { args: [{ reason }] });
   } catch (err) {
+    // Loaded already, as in outcomeOf.
+    const { WorkflowUpdateFailedError } = await import('@temporalio/client');
     if (err instanceof WorkflowUpdateFailedError) {
       throw new MoveRefused('cancel_refused', err.cause?.message ?? err.message);
     }

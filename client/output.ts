@@ -3,7 +3,7 @@
  * common options (--json, --reason, an example in --help), tables, outcome lines, and following a running
  * reconfiguration (--wait). A command module uses these and nothing else of cli.ts.
  */
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
 import { type Command, CommanderError } from 'commander';
 import { ClusterClient } from '../cluster/client';
 import { PartitionId, NodeId } from '../cluster/contract';
@@ -41,6 +41,8 @@ export interface CommandDeps {
 
 /** Reads the same environment as the worker (TEMPORAL_*, CLUSTER_URL); an unreachable Temporal server is exit 3. */
 export async function connect() {
+  // Loaded here, not at the top: it takes about 0.3 s, which a command that needs no Temporal (plan --snapshot) should not wait for.
+  const { Client, Connection } = await import('@temporalio/client');
   const env = loadEnv();
   const settings = temporalSettings(env, env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`);
   const connection = await Connection.connect({ address: settings.address, tls: settings.tls, apiKey: settings.apiKey, connectTimeout: '5s' }).catch(

@@ -3,17 +3,9 @@
  * join the running one), pause, resume and read its status; start, watch and cancel a drain. A drain is checked
  * against the broker first, so a bad one is refused before anything is written.
  */
-import {
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowIdConflictPolicy,
-  WorkflowIdReusePolicy,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-  type Client,
-  type WorkflowHandle,
-} from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/common';
 import type { Topology } from '../cluster/contract';
 import {
   approvePlanUpdate,
@@ -100,6 +92,8 @@ async function loopUpdate<T>(scope: string, send: () => Promise<T>, codeOf: (cau
   try {
     return await send();
   } catch (err) {
+    // Loaded already (the update went through it); imported here so the CLI loads it only to talk to Temporal (output.ts, connect).
+    const { WorkflowUpdateFailedError } = await import('@temporalio/client');
     if (err instanceof WorkflowUpdateFailedError) throw new MoveRefused(codeOf(err.cause), err.cause?.message ?? err.message);
     if (err instanceof WorkflowNotFoundError) throw noLoop(scope);
     throw err;

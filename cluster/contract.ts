@@ -10,13 +10,16 @@ import { z } from 'zod';
 export const CONTRACT_VERSION = '1';
 
 const count = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
+/** The id patterns, shared with the snapshot check's path without zod (planner/snapshot.ts). */
+export const NODE_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+export const PARTITION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export const NodeId = z
   .string()
-  .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a node id: 1-63 of a-z, 0-9, "-", "_", starting with a letter or digit');
+  .regex(NODE_ID_PATTERN, 'a node id: 1-63 of a-z, 0-9, "-", "_", starting with a letter or digit');
 export type NodeId = z.infer<typeof NodeId>;
 export const PartitionId = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a partition id: 1-128 of A-Z, a-z, 0-9, ".", "_", "-"');
+  .regex(PARTITION_ID_PATTERN, 'a partition id: 1-128 of A-Z, a-z, 0-9, ".", "_", "-"');
 export type PartitionId = z.infer<typeof PartitionId>;
 /** Offsets count messages: a replica durable at offset d holds messages 0 .. d-1. */
 export const Offset = count;

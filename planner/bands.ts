@@ -216,12 +216,12 @@ export function dimensionReport(st: ClusterState, bands: Bands): DimensionReport
   return out;
 }
 
-/** A dimension's band in words: "n7 holds 154 replicas, above its band 128.3-141.8 (share 135.0 ± 5%)". */
+/** A dimension's band in words: "n7 holds 154 replicas, above its band 128.3-141.8 (share 135.0 ± 5.0%)". */
 export function bandWords(r: DimensionReport): string {
-  const unit = r.dimension === 'disk' ? ' bytes' : r.dimension === 'traffic' ? ' msg/s of traffic' : r.dimension === 'owned' ? ' owned partitions' : ' replicas';
-  const f = (x: number) => (r.dimension === 'disk' || Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(1));
+  const f = (x: number): string => (r.dimension === 'disk' ? `${(x / 2 ** 20).toFixed(0)} MiB` : x.toFixed(Math.abs(x) >= 100 ? 0 : 1));
+  const unit = r.dimension === 'disk' ? ' on disk' : r.dimension === 'traffic' ? ' msg/s of traffic' : r.dimension === 'owned' ? ' owned partitions' : ' replicas';
   const side = r.load > r.high ? 'above' : r.load < r.low ? 'below' : 'inside';
-  return `${r.node} holds ${f(r.load)}${unit}, ${side} its band ${f(r.low)}-${f(r.high)} (share ${f(r.share)} ± ${(r.band * 100).toFixed(1)}%)`;
+  return `${r.node} holds ${f(r.load)}${unit}, ${side} its band ${f(r.low)} to ${f(r.high)} (share ${f(r.share)} ± ${(r.band * 100).toFixed(1)}%)`;
 }
 
 /** Parses `replicas=0.05,disk=0.05,owned=0.1,traffic=0.1` (any subset): the names and what each must be, on error. */

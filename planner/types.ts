@@ -3,7 +3,7 @@
  * workflow, drain, `rebalancer plan` and the admin API. Pure types, safe in the workflow sandbox.
  */
 import type { Partition, Topology } from '../cluster/contract';
-import type { Bands } from './bands';
+import type { Bands, DimensionReport } from './bands';
 
 /** Weights of the note's score dimensions; each dimension is divided by the node's capacity first. */
 export interface ScoreWeights {
@@ -151,4 +151,6 @@ export interface Plan {
   predictedMs: number;
   /** Why the planner proposes nothing now, when it proposes nothing (recovery pending, within threshold, ...). */
   idleReason: string | null;
+  /** After the steps: each dimension's worst node against its band (replicas, owned, disk, traffic). */
+  dimensions?: DimensionReport[];
 }

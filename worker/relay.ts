@@ -5,7 +5,8 @@
  * was started: workers moved to another queue must not join a relay nobody runs any more.
  */
 import { createHash } from 'node:crypto';
-import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { WorkflowIdConflictPolicy } from '@temporalio/common';
 import type { progressRelay, RelayTuning } from '../workflows/relay';
 
 /** The hash of broker URL and task queue that names the relay and the rebalancer it signals (`rebalancerWorkflowId`). */

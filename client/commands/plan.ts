@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ClusterClient } from '../../cluster/client';
 import type { Topology, Transfer } from '../../cluster/contract';
-import { checkSnapshot, type PlannerConfig } from '../../planner';
+import { bandWords, checkSnapshot, type PlannerConfig } from '../../planner';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
 import type { RebalancerStatus } from '../../workflows/definitions';
 import { formatBytes } from '../../workflows/format';
@@ -82,6 +82,7 @@ export function register(program: Command, deps: CommandDeps): void {
           `spread ${plan.spreadBefore.toFixed(3)} -> ${plan.spreadAfter.toFixed(3)} (mean ${plan.mean.toFixed(3)}, threshold ${plan.threshold})`,
           `${plan.steps.length} steps, ${plan.startNow} to start now; predicted ${ms(plan.predictedMs)}; planned in ${ms(plan.planningMs)}`,
           plan.loop.summary,
+          ...(plan.dimensions ?? []).map((d) => `${d.inside ? 'inside' : 'OUTSIDE'} the ${d.dimension} band after the plan: worst ${bandWords(d)}`),
         ];
         if (plan.onResume.length > 0) head.push(`on a resume the loop starts ${plan.onResume.length} step(s): ${plan.onResume.map((s) => `${s.op} ${s.partition} ${s.from} -> ${s.to}`).join(', ')}`);
         if (plan.steps.length === 0) return [...head, `nothing to do: ${plan.idleReason ?? 'balanced'}`].join('\n');

@@ -1,5 +1,5 @@
 /**
- * The queries README's "In the Temporal UI" gives an operator, typed as they are there, through the client's
+ * The queries docs/operations/README.md's "In the Temporal UI" gives an operator, typed as they are there, through the client's
  * `workflow.list({ query })` (what the UI's search box sends): each finds a move held in covering_boundary (T
  * crashed with its disk right after the swap), and the "blocked for more than 10 minutes" query tells a move
  * blocked since before the cut-off from one blocked since after it, by the RebalancePhaseSince attribute.
@@ -14,13 +14,14 @@ import { PhaseKey, PhaseSinceKey } from '../../workflows/search-attributes';
 import { eventually, outcomeOf, pickMove, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 
-const readme = fs.readFileSync(path.resolve(import.meta.dirname, '../../README.md'), 'utf8');
+const PAGE = 'docs/operations/README.md';
+const page = fs.readFileSync(path.resolve(import.meta.dirname, '../..', PAGE), 'utf8');
 
-/** The query README gives after `label` (a list item: label, colon, the query in backticks). */
-function readmeQuery(label: string): string {
-  const line = readme.split('\n').find((l) => l.startsWith(`- ${label}:`));
+/** The query the operations page gives after `label` (a list item: label, colon, the query in backticks). */
+function docsQuery(label: string): string {
+  const line = page.split('\n').find((l) => l.startsWith(`- ${label}:`));
   const query = line && /`([^`]+)`/.exec(line)?.[1];
-  if (!query) throw new Error(`README has no query for "${label}"`);
+  if (!query) throw new Error(`${PAGE} has no query for "${label}"`);
   return query;
 }
 
@@ -48,7 +49,7 @@ async function finds(query: string, workflowId: string, expected: boolean): Prom
   }, 30_000);
 }
 
-describe("README's Temporal UI queries", () => {
+describe("the operations page's Temporal UI queries", () => {
   it('find a move onto a node, waiting on a boundary, and blocked longer than the cut-off', async () => {
     const partition = 'q-0';
     const workflowId = reconfigurationWorkflowId(partition);
@@ -67,15 +68,15 @@ describe("README's Temporal UI queries", () => {
     // The time covering_boundary began (after the swap's reply), not the time the move started.
     expect(since!.getTime()).toBeGreaterThanOrEqual(swappedAt - 100);
 
-    expect(readmeQuery('every move onto node n4')).toContain('"n4"');
-    const ontoNode = readmeQuery('every move onto node n4').replaceAll('"n4"', `"${to}"`);
+    expect(docsQuery('every move onto node n4')).toContain('"n4"');
+    const ontoNode = docsQuery('every move onto node n4').replaceAll('"n4"', `"${to}"`);
     await finds(ontoNode, workflowId, true);
     await finds(ontoNode.replaceAll(`"${to}"`, `"${from}"`), workflowId, false);
 
-    await finds(readmeQuery('moves waiting on a boundary'), workflowId, true);
+    await finds(docsQuery('moves waiting on a boundary'), workflowId, true);
 
-    // The README's cut-off is "now minus 10 minutes"; here the cut-off sits just after and just before the phase began.
-    const blocked = readmeQuery('moves blocked for more than 10 minutes');
+    // The page's cut-off is "now minus 10 minutes"; here the cut-off sits just after and just before the phase began.
+    const blocked = docsQuery('moves blocked for more than 10 minutes');
     const cutOff = /"(\d{4}-\d\d-\d\dT[\d:.]+Z)"/.exec(blocked)?.[1];
     expect(cutOff, 'the query compares RebalancePhaseSince with a UTC time').toBeDefined();
     const at = (t: Date) => blocked.replace(cutOff!, t.toISOString());
@@ -86,7 +87,7 @@ describe("README's Temporal UI queries", () => {
     await cluster.client.fault({ fault: 'restart-node', node: to });
     expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
     // An ended move neither waits nor is blocked.
-    await finds(readmeQuery('moves waiting on a boundary'), workflowId, false);
+    await finds(docsQuery('moves waiting on a boundary'), workflowId, false);
     await finds(at(new Date()), workflowId, false);
     expect((await cluster.client.invariants()).breaches).toEqual([]);
   });

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -49,6 +50,30 @@ describe('rebalancer plan --snapshot', () => {
     expect(r.code).toBe(2);
     expect(r.err).toMatch(message);
     expect(JSON.parse(r.out)).toMatchObject({ ok: false, code: 'bad_usage' });
+  });
+
+  it('does not load the Temporal client, which takes about 0.3 s and a saved topology does not need', () => {
+    const f = file('no-temporal.json', ring(4, 1, 10));
+    const script = `
+      import { createRequire } from 'node:module';
+      const { runCli } = await import('./client/cli.ts');
+      const code = await runCli(['plan', '--json', '--snapshot', ${JSON.stringify(f)}], { out: () => {}, err: (t) => process.stderr.write(t) });
+      const loaded = Object.keys(createRequire(import.meta.url).cache).filter((m) => m.includes('/@temporalio/client/'));
+      console.log(JSON.stringify({ code, loaded: loaded.length }));`;
+    const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: path.resolve(import.meta.dirname, '../..'), encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual({ code: 0, loaded: 0 });
+  });
+
+  it('prints the whole of a --json plan longer than a pipe holds (64 KiB) before it exits', () => {
+    const f = file('long.json', ring(100, 10, 10));
+    // The reader waits until the command has exited (2 s at most: a command that waits for the pipe never does), so
+    // the pipe is full when the plan is printed and what did not fit is still in the process.
+    const ended = path.join(dir, 'long.ended');
+    const command = `("${process.execPath}" bin/rebalancer.mjs plan --json --snapshot "${f}"; touch "${ended}") | (i=0; while [ ! -e "${ended}" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; cat)`;
+    const run = spawnSync('sh', ['-c', command], { cwd: path.resolve(import.meta.dirname, '../..'), encoding: 'utf8' });
+    expect(run.stdout.length).toBeGreaterThan(64 * 1024);
+    expect((JSON.parse(run.stdout) as { steps: unknown[] }).steps.length).toBeGreaterThan(0);
   });
 
   it('refuses a file it cannot read, naming it', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Topology } from '../../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, predictMs, scoreNodes, validatePlannerConfig, zoneBoundNodes, type PlannerConfig } from '../../planner';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, planWithFirstTick, predictMs, scoreNodes, validatePlannerConfig, zoneBoundNodes, type PlannerConfig } from '../../planner';
 import { ClusterState } from '../../planner/state';
 import { afterSteps, applySteps, input, node, partition, ring, topology } from './planner-topology';
 
@@ -31,6 +31,19 @@ describe('planner: a new empty node joins', () => {
     const ops = plan.steps.map((s) => s.op);
     expect(ops.lastIndexOf('follower_move')).toBeLessThan(ops.indexOf('owner_handoff'));
     expect(plan.predictedMs).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ['a join', input(ring(4, 1, 10))],
+    ['moves in flight at the cluster limit', input(ring(4, 1, 10), { inFlight: [{ partition: 'q-0', op: 'follower_move', from: 'n1', to: 'n4', bytesRemaining: 1 }] })],
+    ['a recovery pending', input(ring(4, 1, 10, 3, { pendingRecovery: { epoch: 1, openedAt: 0, reason: 'test', failedOwner: 'n0' } }))],
+    ['nothing to do', input(ring(4, 0, 10))],
+  ])('planWithFirstTick: its first tick is planNow and its plan planToConvergence (%s)', (_what, i) => {
+    const cfg = { ...config, maxTransfersPerCluster: 1 };
+    const { plan, first } = planWithFirstTick(i, cfg);
+    const now = planNow(i, cfg);
+    expect(first).toEqual({ steps: now.steps, idleReason: now.idleReason });
+    expect({ ...plan, planningMs: 0 }).toEqual({ ...planToConvergence(i, cfg), planningMs: 0 });
   });
 
   it('scores each dimension per capacity and relative to the mean: a node carrying its share scores 1', () => {

@@ -19,7 +19,9 @@ describe('rebalancer settings from the environment', () => {
       REBALANCER_MAX_TRANSFERS_PER_NODE: '3',
       REBALANCER_NODE_COOLDOWN_MS: '0',
       REBALANCER_REPLACE_AFTER_MS: '0',
+      REBALANCER_BANDS: 'replicas=0.03,traffic=0.2',
     });
+    expect(s.planner.bands).toEqual({ ...DEFAULT_PLANNER_CONFIG.bands, replicas: 0.03, traffic: 0.2 });
     expect(s.tickMs).toBe(250);
     expect(settings({ REBALANCER_MODE: 'propose' }).mode).toBe('propose');
     expect(s.planner).toMatchObject({ weights: { ...DEFAULT_PLANNER_CONFIG.weights, owned: 2, traffic: 0.5 }, threshold: 0.2, maxTransfersPerNode: 3, nodeCooldownMs: 0, replaceAfterMs: 0 });
@@ -36,6 +38,9 @@ describe('rebalancer settings from the environment', () => {
     [{ REBALANCER_WEIGHTS: 'owned=-1' }, /REBALANCER_WEIGHTS="owned=-1" is invalid: expected name=number pairs/],
     [{ REBALANCER_WEIGHTS: 'disk=1' }, /names among owned, followed, history, traffic, sync/],
     [{ REBALANCER_WEIGHTS: 'owned=0,followed=0,history=0,traffic=0,sync=0' }, /REBALANCER_WEIGHTS is invalid: weights are all 0/],
+    [{ REBALANCER_BANDS: 'cpu=0.1' }, /REBALANCER_BANDS="cpu=0.1" is invalid: "cpu=0.1": expected name=fraction pairs separated by commas, names among replicas, owned, disk, traffic/],
+    [{ REBALANCER_BANDS: 'disk=wide' }, /REBALANCER_BANDS="disk=wide" is invalid: disk=wide: expected a fraction of the share/],
+    [{ REBALANCER_BANDS: 'replicas=0' }, /REBALANCER_BANDS is invalid: bands.replicas is 0: expected a fraction above 0 and below 1 \(a band of 0 makes nodes trade copies back and forth\)/],
     [{ REBALANCER_MODE: 'manual' }, /^REBALANCER_MODE="manual" is invalid: expected one of auto, propose \(/],
     [{ REBALANCER_MODE: 'Propose' }, /^REBALANCER_MODE="Propose" is invalid: expected one of auto, propose/],
   ])('refuses %j naming the variable and what is expected', (vars, message) => {

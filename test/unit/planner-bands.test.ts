@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { bandWords, DEFAULT_PLANNER_CONFIG, dimensionBands, planToConvergence, validatePlannerConfig } from '../../planner';
+import { applySteps, input, ring, topology } from './planner-topology';
+
+const config = { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerCluster: 16 };
+const MB = 2 ** 20;
+
+/** The case issue 18 measures: 6 nodes, RF 3, 360 partitions of mixed sizes, 2 empty nodes added. */
+function grown() {
+  const t = ring(6, 2, 60);
+  t.partitions.forEach((p, i) => Object.assign(p, { historyBytes: (1 + ((i * 7919) % 200)) * MB, publishRate: 1 + ((i * 13) % 10), deliveryRate: 1 + ((i * 13) % 10) }));
+  return t;
+}
+
+describe('per-dimension bands', () => {
+  it("reports each dimension's worst node against its band, with its share and the band in words", () => {
+    const t = grown();
+    const bands = dimensionBands(input(t), config);
+    expect(bands.map((b) => b.dimension)).toEqual(['replicas', 'owned', 'disk', 'traffic']);
+    // Before any move the new nodes hold nothing: below every band.
+    for (const b of bands) expect(b).toMatchObject({ node: 'n6', load: 0, deviation: -1, inside: false });
+    const replicas = bands[0]!;
+    expect(replicas.share).toBe(135);
+    expect(bandWords(replicas)).toBe('n6 holds 0.0 replicas, below its band 128 to 142 (share 135 ± 5.0%)');
+    expect(bandWords(bands[2]!)).toMatch(/^n6 holds 0 MiB on disk, below its band \d+ MiB to \d+ MiB \(share \d+ MiB ± 5\.0%\)$/);
+  });
+
+  it('a plan says, per dimension, whether its worst node ends inside the band', () => {
+    const t = grown();
+    const plan = planToConvergence(input(t), config);
+    const holders = applySteps(t, plan.steps);
+    const after = topology(t.nodes, t.partitions.map((p) => ({ ...p, owner: holders.get(p.id)![0]!, followers: holders.get(p.id)!.slice(1) })));
+    expect(plan.dimensions).toEqual(dimensionBands(input(after), config));
+  });
+
+  it('never narrower than one copy: a band of 5% of 12 copies still spans a copy each side', () => {
+    const t = ring(3, 0, 4, 3);
+    const replicas = dimensionBands(input(t), config)[0]!;
+    expect(replicas).toMatchObject({ share: 12, low: 11, high: 13, inside: true });
+  });
+
+  it.each([
+    [{ replicas: 0 }, /^bands\.replicas is 0: expected a fraction above 0 and below 1/],
+    [{ disk: 1 }, /^bands\.disk is 1: expected a fraction above 0 and below 1/],
+    [{ traffic: Number.NaN }, /^bands\.traffic is NaN/],
+  ])('refuses bands %j that would oscillate or mean nothing', (bands, message) => {
+    expect(validatePlannerConfig({ ...config, bands })).toMatch(message);
+  });
+});
