@@ -174,6 +174,27 @@ export class BandMeter {
     );
   }
 
+  /**
+   * Per dimension a copy moves, the most any of `receivers` nears its shares per unit of load it takes: a copy of
+   * load x brings receiver r nearer by -2·dev·x/share - (x/share)², at most Σ slope·x over the dimensions.
+   */
+  slopes(receivers: readonly NodeState[]): Float64Array {
+    const out = new Float64Array(3);
+    for (const r of receivers) {
+      const loads = [r.owned + r.followed, r.bytes, r.traffic - r.deliveries];
+      [REPLICAS, DISK, PUBLISHES].forEach((i, k) => {
+        const share = this.share[i]! * r.cap;
+        if (share > 0) out[k] = Math.max(out[k]!, (-2 * (loads[k]! - share)) / share / share);
+      });
+    }
+    return out;
+  }
+
+  /** At most how much nearer their shares moving p's copy off s brings s and any receiver of `slopes`: the search's skip. */
+  copyNearerBound(p: number, s: NodeState, slopes: Float64Array): number {
+    return this.copyDist(s, p, 0) - this.copyDist(s, p, -1) + slopes[0]! + slopes[1]! * this.st.bytes[p]! + slopes[2]! * this.st.pub[p]!;
+  }
+
   /** How much nearer their shares in copies, bytes and publishes moving a follower copy of p from s to r brings the pair. */
   copyNearer(p: number, s: NodeState, r: NodeState): number {
     return this.copyDist(s, p, 0) + this.copyDist(r, p, 0) - this.copyDist(s, p, -1) - this.copyDist(r, p, 1);

@@ -18,6 +18,8 @@ const RECEIVERS_PER_PARTITION = 8;
  * involve a node near the mean, and bounding the search keeps a tick fast on a large cluster.
  */
 const SOURCES_PER_PROPOSAL = 64;
+/** Moves that near their shares within this fraction of each other are ranked by bytes per unit of improvement. */
+const NEAR_WINDOW = 0.02;
 
 export interface TickContext {
   config: PlannerConfig;
@@ -441,13 +443,14 @@ export class TickPlanner {
           }
         }
       }
+      const slopes = this.meter.slopes(receivers);
       for (const s of sources) {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
         const ds = this.dev(s);
         const small = s.cap <= minRecvCap ? s : smallestReceiver!;
         for (const p of s.parts) {
-          if (best !== null && !this.improves(this.st.copyDelta(p, small, false, 1))) continue;
+          if (best !== null && this.st.retainedAt(p) === undefined && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.meter.copyNearerBound(p, s, slopes), this.st.cheapest[p]!)) continue;
           if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index)) continue;
           if (!this.partFree(p)) {
             this.notePinned(p);
@@ -514,7 +517,7 @@ export class TickPlanner {
    * much that it falls out of the band and needs copies back at full price.
    */
   wins(imp: number, bytes: number, near: number, s: NodeState, best: Candidate): boolean {
-    if (Math.abs(near - best.near) > 0.1 * Math.max(Math.abs(near), Math.abs(best.near))) return near > best.near;
+    if (Math.abs(near - best.near) > NEAR_WINDOW * Math.max(Math.abs(near), Math.abs(best.near))) return near > best.near;
     // bytes / imp against best.bytes / best.imp, cross-multiplied: both improvements are above 0.
     const mine = bytes * best.imp;
     const theirs = best.bytes * imp;
@@ -526,11 +529,15 @@ export class TickPlanner {
 
   /**
    * Whether a copy could replace `best` when the pair's spread improves by at most `bound` (the copy's larger score
-   * change) and it costs at least `bytes` (a condition `wins` needs): a search skips the others, which on a large
-   * cluster is nearly every copy.
+   * change), the pair nears its shares by at most `near` and it costs at least `bytes` (see `wins`): a search skips
+   * the others, which on a large cluster is nearly every copy. `wins` takes the nearer move unless the two are within
+   * a tenth, and x ± a tenth of max(|x|, |best|) grows with x: a copy whose bound is below the window loses whatever
+   * it really achieves, one whose bound is not above it wins only by bytes per unit of improvement.
    */
-  mayBeat(best: Candidate, bound: number, bytes: number): boolean {
-    return this.improves(bound) && bytes * best.imp <= 1.1 * best.bytes * bound;
+  mayBeat(best: Candidate, bound: number, near: number, bytes: number): boolean {
+    const window = NEAR_WINDOW * Math.max(Math.abs(near), Math.abs(best.near));
+    if (!this.improves(bound) || near + window < best.near) return false;
+    return near - window > best.near || bytes * best.imp <= 1.1 * best.bytes * bound;
   }
 
   /** The margin rule: a move must lower its pair's spread by at least minImprovement. */
