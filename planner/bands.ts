@@ -25,23 +25,23 @@ export type Bands = Record<Dimension, number>;
 export const DEFAULT_BANDS: Bands = { replicas: 0.05, owned: 0.1, disk: 0.05, traffic: 0.1 };
 
 /**
- * The least half width of a band: one copy's worth (one owner role's for owned partitions and deliveries), on the
- * cluster's average. A band narrower than one of the items that move no placement can meet, and the guard would
- * refuse every step into it.
+ * The least half width of a band: one item of the dimension, the largest (one copy, one owner role, the largest
+ * partition's bytes or traffic). A band narrower than that no placement can meet when that item decides: a node
+ * holding one hot partition more than another differs by all its traffic, and chasing it would move copies forever.
  */
 function unit(st: ClusterState, d: Dimension | GuardDimension): number {
-  const per = (x: number, of: number): number => (of > 0 ? x / of : 0);
-  const c = st.perCap;
   switch (d) {
     case 'replicas':
     case 'owned':
       return 1;
     case 'disk':
+      return st.maxBytes;
     case 'traffic':
+      return st.maxPub + st.maxDel;
     case 'publishes':
-      return per(c[d], c.replicas);
+      return st.maxPub;
     case 'deliveries':
-      return per(c.deliveries, c.owned);
+      return st.maxDel;
   }
 }
 
@@ -89,7 +89,7 @@ const MOVED = ['replicas', 'disk', 'publishes'] as const;
 
 /** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
 const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
-const [REPLICAS, OWNED, DISK, , PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
+const [REPLICAS, OWNED, DISK, TRAFFIC, PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
 
 /**
  * The bands of one planning pass as numbers, for the inner loops of the search: per dimension its share per
@@ -104,6 +104,10 @@ export class BandMeter {
     private readonly st: ClusterState,
     readonly bands: Bands,
   ) {
+    this.lack = new Float64Array(2 * st.nodes.length);
+    this.avgBytes = st.perCap.replicas > 0 ? st.perCap.disk / st.perCap.replicas : 0;
+    this.avgPub = st.perCap.replicas > 0 ? st.perCap.publishes / st.perCap.replicas : 0;
+    this.surplus = new Float64Array(2 * st.nodes.length);
     ALL.forEach((d, i) => {
       this.share[i] = st.perCap[d];
       this.frac[i] = bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
@@ -128,23 +132,26 @@ export class BandMeter {
   }
 
   /**
-   * Whether `amount` of dimension i going from node s to node r leaves their summed excess no larger: a step may
-   * take a node out of a band only by bringing the other as far in (where both cannot be inside, the best split of
-   * what they hold between them), and never piles load onto a node at its band's edge from one inside its own.
+   * Whether `amount` of dimension i going from node s to node r keeps the bands: r goes no further outside its band
+   * (a receiver is never filled past its share's band, as the score would fill a node that owns little), and s only
+   * as far as r comes in (where both cannot be inside, as when a zone leaves two nodes to share what it must hold).
    */
   private keeps(i: number, s: NodeState, sNow: number, r: NodeState, rNow: number, amount: number): boolean {
-    return this.excess(s, i, sNow - amount) + this.excess(r, i, rNow + amount) <= this.excess(s, i, sNow) + this.excess(r, i, rNow) + 1e-12;
+    const rBefore = this.excess(r, i, rNow);
+    const rAfter = this.excess(r, i, rNow + amount);
+    return rAfter <= rBefore + 1e-12 && this.excess(s, i, sNow - amount) + rAfter <= this.excess(s, i, sNow) + rBefore + 1e-12;
   }
+
 
   /** Summed excess over the dimensions a follower copy moves, with `sign` copies of p added (0: as it is). */
   copyExcess(n: NodeState, p = -1, sign: -1 | 0 | 1 = 0): number {
     const st = this.st;
     const k = sign === 0 ? 0 : sign;
-    const pub = n.traffic - n.deliveries;
+    // The bands operators see: traffic whole (a copy moves its publishes), not the guard's parts of it.
     return (
       this.excess(n, REPLICAS, n.owned + n.followed + k) +
       this.excess(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
-      this.excess(n, PUBLISHES, pub + (k === 0 ? 0 : k * st.pub[p]!))
+      this.excess(n, TRAFFIC, n.traffic + (k === 0 ? 0 : k * st.pub[p]!))
     );
   }
 
@@ -160,7 +167,7 @@ export class BandMeter {
 
   /** The band guard of p's owner role handed from s to d, each keeping its copy: owned and deliveries. */
   roleKeeps(p: number, s: NodeState, d: NodeState): boolean {
-    return this.keeps(OWNED, s, s.owned, d, d.owned, 1) && this.keeps(DELIVERIES, s, s.deliveries, d, d.deliveries, this.st.del[p]!);
+    return this.keeps(OWNED, s, s.owned, d, d.owned, 1) && this.keeps(TRAFFIC, s, s.traffic, d, d.traffic, this.st.del[p]!);
   }
 
   private copyDist(n: NodeState, p: number, sign: -1 | 0 | 1): number {
@@ -175,24 +182,65 @@ export class BandMeter {
   }
 
   /**
-   * Per dimension a copy moves, the most any of `receivers` nears its shares per unit of load it takes: a copy of
-   * load x brings receiver r nearer by -2·dev·x/share - (x/share)², at most Σ slope·x over the dimensions.
+   * How well a follower copy of p fits what s has too much of and r too little, 0 at best: each node's gap to its
+   * shares in bytes and publishes, spread over the copies it has to give or take (at least one), is the copy it
+   * should move; the squared difference from it, in average copies, is the misfit. A receiver so fills with copies
+   * of the make-up it lacks and reaches every share together, where the most bytes or publishes per copy first (or
+   * the fewest bytes per unit of score) would fill one dimension to its edge with the others short.
    */
-  slopes(receivers: readonly NodeState[]): Float64Array {
-    const out = new Float64Array(3);
-    for (const r of receivers) {
-      const loads = [r.owned + r.followed, r.bytes, r.traffic - r.deliveries];
-      [REPLICAS, DISK, PUBLISHES].forEach((i, k) => {
-        const share = this.share[i]! * r.cap;
-        if (share > 0) out[k] = Math.max(out[k]!, (-2 * (loads[k]! - share)) / share / share);
-      });
-    }
-    return out;
+  copyFit(p: number, s: NodeState, r: NodeState): number {
+    // A retained copy fits whatever its make-up: it costs only what it lacks, and the guard keeps r inside its bands.
+    if (this.st.retainedAt(p)?.has(r.index)) return 0;
+    return -(this.misfit(p, r.index, this.lack) + this.misfit(p, s.index, this.surplus));
   }
 
-  /** At most how much nearer their shares moving p's copy off s brings s and any receiver of `slopes`: the search's skip. */
-  copyNearerBound(p: number, s: NodeState, slopes: Float64Array): number {
-    return this.copyDist(s, p, 0) - this.copyDist(s, p, -1) + slopes[0]! + slopes[1]! * this.st.bytes[p]! + slopes[2]! * this.st.pub[p]!;
+  /** The best fit a copy of p leaving s can have, whatever node takes it: the search skips copies that cannot win. */
+  sourceFit(p: number, s: NodeState): number {
+    return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.surplus) : 0;
+  }
+
+  /**
+   * Per node, the copy it should take (`lack`) and give (`surplus`), as bytes and publishes at indexes 2n and 2n + 1,
+   * kept up to date by `note` as steps change nodes: the search weighs a copy with four multiplications.
+   */
+  private readonly lack: Float64Array;
+  /** The average copy's bytes and publishes: the unit a copy's misfit is measured in. */
+  private readonly avgBytes: number;
+  private readonly avgPub: number;
+  private readonly surplus: Float64Array;
+
+  /** Node n changed: the copies it should take and give, from its gaps to its shares spread over the copies (at least one). */
+  note(n: NodeState): void {
+    const pub = n.traffic - n.deliveries;
+    const reps = n.owned + n.followed;
+    for (const [out, sign] of [[this.lack, 1], [this.surplus, -1]] as const) {
+      const copies = Math.max(1, this.gap(n, REPLICAS, reps, sign));
+      out[2 * n.index] = this.gap(n, DISK, n.bytes, sign) / copies;
+      out[2 * n.index + 1] = this.gap(n, PUBLISHES, pub, sign) / copies;
+    }
+  }
+
+  /** Summed over the dimensions a copy moves, how far node n is below (sign 1) or above (-1) its shares, in shares. */
+  beyond(n: NodeState, sign: 1 | -1): number {
+    let sum = 0;
+    for (const i of [REPLICAS, DISK, TRAFFIC]) {
+      const share = this.share[i]! * n.cap;
+      if (share > 0) sum += this.gap(n, i, i === REPLICAS ? n.owned + n.followed : i === DISK ? n.bytes : n.traffic, sign) / share;
+    }
+    return sum;
+  }
+
+  /** The gap of node n to its share in dimension i, on the side `sign` (1: what it lacks, -1: what it has too much). */
+  private gap(n: NodeState, i: number, load: number, sign: 1 | -1): number {
+    return Math.max(0, sign * (this.share[i]! * n.cap - load));
+  }
+
+  /** See `copyFit`: how far p's copy is from the copy node n should move, in average copies, squared. */
+  private misfit(p: number, n: number, target: Float64Array): number {
+    const { avgBytes, avgPub } = this;
+    const b = avgBytes > 0 ? (this.st.bytes[p]! - target[2 * n]!) / avgBytes : 0;
+    const q = avgPub > 0 ? (this.st.pub[p]! - target[2 * n + 1]!) / avgPub : 0;
+    return b * b + q * q;
   }
 
   /** How much nearer their shares in copies, bytes and publishes moving a follower copy of p from s to r brings the pair. */
@@ -302,14 +350,8 @@ export function balanceBands(tp: TickPlanner): void {
     const receivers: NodeState[] = [];
     for (const n of st.nodes) {
       if (!st.stays(n)) continue;
-      let up = 0;
-      let down = 0;
-      for (const d of MOVED) {
-        const b = bandOf(st, bands, n, d);
-        if (b.share <= 0) continue;
-        up += Math.max(0, b.load - b.share) / b.share;
-        down += Math.max(0, b.share - b.load) / b.share;
-      }
+      const up = meter.beyond(n, -1);
+      const down = meter.beyond(n, 1);
       above[n.index] = up;
       below[n.index] = down;
       exc[n.index] = meter.copyExcess(n);

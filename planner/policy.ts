@@ -18,8 +18,8 @@ const RECEIVERS_PER_PARTITION = 8;
  * involve a node near the mean, and bounding the search keeps a tick fast on a large cluster.
  */
 const SOURCES_PER_PROPOSAL = 64;
-/** Moves that near their shares within this fraction of each other are ranked by bytes per unit of improvement. */
-const NEAR_WINDOW = 0.02;
+/** Copies whose fit (see `BandMeter.copyFit`) differs by less than this are ranked by bytes per unit of improvement. */
+const NEAR_TOLERANCE = 0.01;
 
 export interface TickContext {
   config: PlannerConfig;
@@ -146,6 +146,7 @@ export class TickPlanner {
   /** Recomputes the deviations of the nodes a proposal touched: nothing else changes, and the mean is fixed. */
   refresh(...nodes: NodeState[]): void {
     for (const n of nodes) {
+      this.meter.note(n);
       const d = this.st.steady(n) - this.st.mean;
       this.devs[n.index] = d;
       this.recvDevs[n.index] = d + this.st.syncTerm(n);
@@ -443,14 +444,13 @@ export class TickPlanner {
           }
         }
       }
-      const slopes = this.meter.slopes(receivers);
       for (const s of sources) {
         // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
         if (this.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
         const ds = this.dev(s);
         const small = s.cap <= minRecvCap ? s : smallestReceiver!;
         for (const p of s.parts) {
-          if (best !== null && this.st.retainedAt(p) === undefined && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.meter.copyNearerBound(p, s, slopes), this.st.cheapest[p]!)) continue;
+          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.meter.sourceFit(p, s))) continue;
           if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index)) continue;
           if (!this.partFree(p)) {
             this.notePinned(p);
@@ -498,6 +498,9 @@ export class TickPlanner {
   better(best: Candidate | null, p: number, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
     const dr = this.dev(r);
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
+    // The fit first: it is cheap, and a copy that fits worse than the best so far loses before the costlier checks.
+    const near = this.meter.copyFit(p, s, r);
+    if (best !== null && near < best.near - NEAR_TOLERANCE) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp) || !this.keepsBands(p, s, r)) return best;
     const cooled = this.stepCooldown(p, s, r);
@@ -506,9 +509,9 @@ export class TickPlanner {
       return best;
     }
     const bytes = this.st.bytesTo(p, r.index);
-    const near = this.meter.copyNearer(p, s, r);
     return best === null || this.wins(imp, bytes, near, s, best) ? { p, s, r, imp, bytes, near } : best;
   }
+
 
   /**
    * Bytes per unit of improvement decide, so the smallest copies that fix the imbalance move (a retained copy,
@@ -517,7 +520,7 @@ export class TickPlanner {
    * much that it falls out of the band and needs copies back at full price.
    */
   wins(imp: number, bytes: number, near: number, s: NodeState, best: Candidate): boolean {
-    if (Math.abs(near - best.near) > NEAR_WINDOW * Math.max(Math.abs(near), Math.abs(best.near))) return near > best.near;
+    if (Math.abs(near - best.near) > NEAR_TOLERANCE) return near > best.near;
     // bytes / imp against best.bytes / best.imp, cross-multiplied: both improvements are above 0.
     const mine = bytes * best.imp;
     const theirs = best.bytes * imp;
@@ -529,15 +532,11 @@ export class TickPlanner {
 
   /**
    * Whether a copy could replace `best` when the pair's spread improves by at most `bound` (the copy's larger score
-   * change), the pair nears its shares by at most `near` and it costs at least `bytes` (see `wins`): a search skips
-   * the others, which on a large cluster is nearly every copy. `wins` takes the nearer move unless the two are within
-   * a tenth, and x ± a tenth of max(|x|, |best|) grows with x: a copy whose bound is below the window loses whatever
-   * it really achieves, one whose bound is not above it wins only by bytes per unit of improvement.
+   * change) and its fit is at most `fit` (see `wins`): a search skips the others, which on a large cluster is nearly
+   * every copy.
    */
-  mayBeat(best: Candidate, bound: number, near: number, bytes: number): boolean {
-    const window = NEAR_WINDOW * Math.max(Math.abs(near), Math.abs(best.near));
-    if (!this.improves(bound) || near + window < best.near) return false;
-    return near - window > best.near || bytes * best.imp <= 1.1 * best.bytes * bound;
+  mayBeat(best: Candidate, bound: number, fit: number): boolean {
+    return this.improves(bound) && fit >= best.near - NEAR_TOLERANCE;
   }
 
   /** The margin rule: a move must lower its pair's spread by at least minImprovement. */

@@ -116,6 +116,10 @@ export class ClusterState {
   readonly activeCap: number;
   /** Per dimension of the bands: the cluster's total over the capacity of the nodes that stay (a node's share per capacity). */
   readonly perCap: Record<Dimension | GuardDimension, number>;
+  /** The largest partition's history bytes, publish rate and delivery rate: the least width of a band (bands.ts). */
+  maxBytes = 0;
+  maxPub = 0;
+  maxDel = 0;
   /** Node index -> partitions it holds a retained copy of. */
   readonly retainedOn = new Map<number, number[]>();
   /** Partitions with a recovery pending, in topology order. */
@@ -249,6 +253,9 @@ export class ClusterState {
     this.pub[index] = num(p.publishRate);
     this.del[index] = num(p.deliveryRate);
     this.cheapest[index] = bytes;
+    if (bytes > this.maxBytes) this.maxBytes = bytes;
+    if (this.pub[index]! > this.maxPub) this.maxPub = this.pub[index]!;
+    if (this.del[index]! > this.maxDel) this.maxDel = this.del[index]!;
     let suspended: string[] | null = null;
     for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
     this.owner[index] = this.addCopy(index, p.owner, suspended, false);
