@@ -166,12 +166,8 @@ describe('planner: the policy', () => {
     const shed = plan.steps.filter((s) => s.op === 'owner_handoff' && s.from === 'n1');
     expect(shed.length).toBeGreaterThan(0);
     expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) hands an owner role to n\d \(score \d\.\d+( < mean - 0\.1)?\), an admitted follower below the mean/);
-    // Until the receivers reach the top of their owned band (4 of a share of 3): the bands hold the score back there,
-    // and what is left on n1 is named as its zone's.
-    const left = afterSteps(t, plan.steps);
-    const owned = (n: string) => left.partitions.filter((p) => p.owner === n).length;
-    expect([owned('n1'), owned('n2'), owned('n5')]).toEqual([4, 4, 4]);
-    expect(planToConvergence(input(left), config).idleReason).toMatch(/^n1 is \d\.\d+ above the mean, but every copy on n1 stays by the zone rule/);
+    // Past the receivers' owned band: owner roles are all n1 can shed, and the bands do not hold that back.
+    expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
     // The plan's result is a fixed point: the owned-count rule does not hand ownership back onto n1.
     expect(planToConvergence(input(afterSteps(t, plan.steps)), config).steps).toEqual([]);
     // n1 just received copies (a repair put them there): cooling, it sheds no copy, but its owner roles still go.
