@@ -593,9 +593,6 @@ export class TickPlanner {
       for (const s of sources) {
         const a = od(s);
         const ts = this.dev(s);
-        // A node above the band whose every copy its zone must keep sheds by owner roles alone: the bands do not hold
-        // those back, or the zone's one node would stay above the score's band and the nodes it could give to below.
-        const bound = heavy(s) && this.zoneBound(s) !== null;
         for (const p of s.parts) {
           if (this.st.owner[p] !== s.index) continue;
           // A pinned partition is weighed only to name its pin when it is what keeps a handoff from starting.
@@ -626,7 +623,9 @@ export class TickPlanner {
               // The totals must stay inside the band, or at least not spread further.
               if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
             }
-            if (!this.improves(imp) || (!(byTotal && bound) && !this.meter.roleKeeps(p, s, d))) continue;
+            // The total first: a node above the band sheds its owner roles past the receivers' owned band, as they are
+            // what is left to shed where its copies cannot go (a zone's one node holds a copy of every partition).
+            if (!this.improves(imp) || (!byTotal && !this.meter.roleKeeps(p, s, d))) continue;
             if (pinned) {
               this.pinHit ??= p;
               continue;

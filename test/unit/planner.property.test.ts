@@ -398,7 +398,7 @@ describe('planner plans pinned', () => {
    * idle reasons name the blocker and when a cooldown ends: the steps stayed the same; owner roles also even out
    * the total score where no copy can move, a cooling node may still hand off owner roles, and lost copies count in
    * the mean: 1037 steps became 1024; per-dimension bands guard every step and copies are ranked by how they fit
-   * what a node lacks: 1024 became 1050, and the ring of 40 with hot partitions 739 became 1064).
+   * what a node lacks: 1024 became 1069, and the ring of 40 with hot partitions 739 became 1064).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -415,7 +415,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1050, sha: '3c102cc2c32cb6639ed3f8ff848052bd201dd334109615b227f0190977bfc5f7' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1069, sha: '1eca77a9313f82e1fb56fc41f9ca07ef25610a905c88a3af02191116538eb1ca' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
