@@ -273,7 +273,7 @@ function runScenario(s: Scenario): Record<string, unknown> {
 }
 
 /** 1,000 nodes and 100,000 partitions (990 loaded, 10 joining). */
-function large(): Topology {
+export function large(): Topology {
   const ids = Array.from({ length: 1000 }, (_, i) => `n${i}`);
   const nodeRecs = ids.map((id) => ({ id, processId: `${id}-p`, storageInstance: `${id}-s`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false }));
   const partitions: Partition[] = Array.from({ length: 100_000 }, (_, i) => {

@@ -1,14 +1,20 @@
 /**
  * Per-dimension bands: what an operator checks first, each node's replicas, owned partitions, disk bytes and
  * traffic near its capacity's share of the cluster's total. The weighted score ranks moves and brings the sum
- * inside its threshold; a sum can be right with the wrong composition (a node full of small partitions), so the
- * planner's results are measured against a band per dimension too. The planner does not yet choose its moves by
- * them (issue 18): these are the measure `rebalancer plan` and the planner benchmark report.
+ * inside its threshold; a sum can be right with the wrong composition (a node full of small partitions), so a plan
+ * is done only when every node is inside every band too, or no move the rules allow brings it closer.
  */
+import type { TickPlanner } from './policy';
 import type { ClusterState, NodeState } from './state';
 
 export const DIMENSIONS = ['replicas', 'owned', 'disk', 'traffic'] as const;
 export type Dimension = (typeof DIMENSIONS)[number];
+/**
+ * The two parts of traffic the guard holds apart, each to the traffic band: the publishes every copy replicates,
+ * which follower moves carry, and the deliveries the owner serves, which handoffs carry. Both inside the band puts
+ * their sum inside it; a node filled to its traffic band by followers would have no room left for its owner roles.
+ */
+export type GuardDimension = 'publishes' | 'deliveries';
 /** Half a band's width as a fraction of the node's share, per dimension. */
 export type Bands = Record<Dimension, number>;
 
@@ -19,24 +25,33 @@ export type Bands = Record<Dimension, number>;
 export const DEFAULT_BANDS: Bands = { replicas: 0.05, owned: 0.1, disk: 0.05, traffic: 0.1 };
 
 /**
- * The least half width of a band: one copy's worth (one owner role for owned partitions), on the cluster's average. A band narrower than one of the items that move no placement can meet.
+ * The least half width of a band: one item of the dimension, the largest (one copy, one owner role, the largest
+ * partition's bytes or traffic). A band narrower than that no placement can meet when that item decides: a node
+ * holding one hot partition more than another differs by all its traffic, and chasing it would move copies forever.
  */
-function unit(st: ClusterState, d: Dimension): number {
-  const per = (x: number, of: number): number => (of > 0 ? x / of : 0);
-  const c = st.perCap;
+function unit(st: ClusterState, d: Dimension | GuardDimension): number {
   switch (d) {
     case 'replicas':
     case 'owned':
       return 1;
     case 'disk':
+      return st.maxBytes;
     case 'traffic':
-      return per(c[d], c.replicas);
+      return st.maxPub + st.maxDel;
+    case 'publishes':
+      return st.maxPub;
+    case 'deliveries':
+      return st.maxDel;
   }
 }
 
 /** A node's load in dimension d. */
-export function loadOf(n: NodeState, d: Dimension): number {
+export function loadOf(n: NodeState, d: Dimension | GuardDimension): number {
   switch (d) {
+    case 'publishes':
+      return n.traffic - n.deliveries;
+    case 'deliveries':
+      return n.deliveries;
     case 'replicas':
       return n.owned + n.followed;
     case 'owned':
@@ -57,9 +72,9 @@ export interface Band {
 }
 
 /** Node n's band in dimension d (its share and the half width around it), from the cluster's total per capacity. */
-export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension, load = loadOf(n, d)): Band {
+export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension, load = loadOf(n, d)): Band {
   const share = st.perCap[d] * n.cap;
-  const half = Math.max(bands[d] * share, unit(st, d));
+  const half = Math.max(bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d] * share, unit(st, d));
   return { load, share, low: share - half, high: share + half };
 }
 
@@ -67,6 +82,178 @@ export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimensio
 export function excess(b: Band): number {
   if (b.share <= 0) return 0;
   return Math.max(0, b.load - b.high, b.low - b.load) / b.share;
+}
+
+/** The dimensions a follower copy moves, as the band step weighs and names them. */
+const MOVED = ['replicas', 'disk', 'publishes'] as const;
+
+/** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
+const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
+const [REPLICAS, OWNED, DISK, TRAFFIC, PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
+
+/**
+ * The bands of one planning pass as numbers, for the inner loops of the search: per dimension its share per
+ * capacity, half width as a fraction and floor, so judging a step costs a few multiplications and allocates nothing.
+ */
+export class BandMeter {
+  private readonly share = new Float64Array(ALL.length);
+  private readonly frac = new Float64Array(ALL.length);
+  private readonly floor = new Float64Array(ALL.length);
+
+  constructor(
+    private readonly st: ClusterState,
+    readonly bands: Bands,
+  ) {
+    this.lack = new Float64Array(2 * st.nodes.length);
+    this.avgBytes = st.perCap.replicas > 0 ? st.perCap.disk / st.perCap.replicas : 0;
+    this.avgPub = st.perCap.replicas > 0 ? st.perCap.publishes / st.perCap.replicas : 0;
+    this.surplus = new Float64Array(2 * st.nodes.length);
+    ALL.forEach((d, i) => {
+      this.share[i] = st.perCap[d];
+      this.frac[i] = bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
+      this.floor[i] = unit(st, d);
+    });
+  }
+
+  /** How far load x of node n lies outside its band in dimension i, as a fraction of its share (0 inside). */
+  private excess(n: NodeState, i: number, x: number): number {
+    const share = this.share[i]! * n.cap;
+    if (share <= 0) return 0;
+    const half = Math.max(this.frac[i]! * share, this.floor[i]!);
+    return Math.max(0, x - share - half, share - half - x) / share;
+  }
+
+  /** (x - share)² / share² of node n in dimension i: squared, so a step nearer every share beats one overshooting one. */
+  private dist(n: NodeState, i: number, x: number): number {
+    const share = this.share[i]! * n.cap;
+    if (share <= 0) return 0;
+    const dev = (x - share) / share;
+    return dev * dev;
+  }
+
+  /**
+   * Whether `amount` of dimension i going from node s to node r keeps the bands: r goes no further outside its band
+   * (a receiver is never filled past its share's band, as the score would fill a node that owns little), and s only
+   * as far as r comes in (where both cannot be inside, as when a zone leaves two nodes to share what it must hold).
+   */
+  private keeps(i: number, s: NodeState, sNow: number, r: NodeState, rNow: number, amount: number): boolean {
+    const rBefore = this.excess(r, i, rNow);
+    const rAfter = this.excess(r, i, rNow + amount);
+    return rAfter <= rBefore + 1e-12 && this.excess(s, i, sNow - amount) + rAfter <= this.excess(s, i, sNow) + rBefore + 1e-12;
+  }
+
+
+  /** Summed excess over the dimensions a follower copy moves, with `sign` copies of p added (0: as it is). */
+  copyExcess(n: NodeState, p = -1, sign: -1 | 0 | 1 = 0): number {
+    const st = this.st;
+    const k = sign === 0 ? 0 : sign;
+    // The bands operators see: traffic whole (a copy moves its publishes), not the guard's parts of it.
+    return (
+      this.excess(n, REPLICAS, n.owned + n.followed + k) +
+      this.excess(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
+      this.excess(n, TRAFFIC, n.traffic + (k === 0 ? 0 : k * st.pub[p]!))
+    );
+  }
+
+  /** The band guard of a follower copy of p moving from s to r, in copies, bytes and publishes (see `keeps`). */
+  copyKeeps(p: number, s: NodeState, r: NodeState): boolean {
+    const st = this.st;
+    return (
+      this.keeps(REPLICAS, s, s.owned + s.followed, r, r.owned + r.followed, 1) &&
+      this.keeps(DISK, s, s.bytes, r, r.bytes, st.bytes[p]!) &&
+      this.keeps(PUBLISHES, s, s.traffic - s.deliveries, r, r.traffic - r.deliveries, st.pub[p]!)
+    );
+  }
+
+  /** The band guard of p's owner role handed from s to d, each keeping its copy: owned and deliveries. */
+  roleKeeps(p: number, s: NodeState, d: NodeState): boolean {
+    return this.keeps(OWNED, s, s.owned, d, d.owned, 1) && this.keeps(TRAFFIC, s, s.traffic, d, d.traffic, this.st.del[p]!);
+  }
+
+  private copyDist(n: NodeState, p: number, sign: -1 | 0 | 1): number {
+    const st = this.st;
+    const pub = n.traffic - n.deliveries;
+    const k = sign;
+    return (
+      this.dist(n, REPLICAS, n.owned + n.followed + k) +
+      this.dist(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
+      this.dist(n, PUBLISHES, pub + (k === 0 ? 0 : k * st.pub[p]!))
+    );
+  }
+
+  /**
+   * How well a follower copy of p fits what s has too much of and r too little, 0 at best: each node's gap to its
+   * shares in bytes and publishes, spread over the copies it has to give or take (at least one), is the copy it
+   * should move; the squared difference from it, in average copies, is the misfit. A receiver so fills with copies
+   * of the make-up it lacks and reaches every share together, where the most bytes or publishes per copy first (or
+   * the fewest bytes per unit of score) would fill one dimension to its edge with the others short.
+   */
+  copyFit(p: number, s: NodeState, r: NodeState): number {
+    // A retained copy fits whatever its make-up: it costs only what it lacks, and the guard keeps r inside its bands.
+    if (this.st.retainedAt(p)?.has(r.index)) return 0;
+    return -(this.misfit(p, r.index, this.lack) + this.misfit(p, s.index, this.surplus));
+  }
+
+  /** The best fit a copy of p leaving s can have, whatever node takes it: the search skips copies that cannot win. */
+  sourceFit(p: number, s: NodeState): number {
+    return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.surplus) : 0;
+  }
+
+  /**
+   * Per node, the copy it should take (`lack`) and give (`surplus`), as bytes and publishes at indexes 2n and 2n + 1,
+   * kept up to date by `note` as steps change nodes: the search weighs a copy with four multiplications.
+   */
+  private readonly lack: Float64Array;
+  /** The average copy's bytes and publishes: the unit a copy's misfit is measured in. */
+  private readonly avgBytes: number;
+  private readonly avgPub: number;
+  private readonly surplus: Float64Array;
+
+  /** Node n changed: the copies it should take and give, from its gaps to its shares spread over the copies (at least one). */
+  note(n: NodeState): void {
+    const pub = n.traffic - n.deliveries;
+    const reps = n.owned + n.followed;
+    for (const [out, sign] of [[this.lack, 1], [this.surplus, -1]] as const) {
+      const copies = Math.max(1, this.gap(n, REPLICAS, reps, sign));
+      out[2 * n.index] = this.gap(n, DISK, n.bytes, sign) / copies;
+      out[2 * n.index + 1] = this.gap(n, PUBLISHES, pub, sign) / copies;
+    }
+  }
+
+  /** Summed over the dimensions a copy moves, how far node n is below (sign 1) or above (-1) its shares, in shares. */
+  beyond(n: NodeState, sign: 1 | -1): number {
+    let sum = 0;
+    for (const i of [REPLICAS, DISK, TRAFFIC]) {
+      const share = this.share[i]! * n.cap;
+      if (share > 0) sum += this.gap(n, i, i === REPLICAS ? n.owned + n.followed : i === DISK ? n.bytes : n.traffic, sign) / share;
+    }
+    return sum;
+  }
+
+  /** The gap of node n to its share in dimension i, on the side `sign` (1: what it lacks, -1: what it has too much). */
+  private gap(n: NodeState, i: number, load: number, sign: 1 | -1): number {
+    return Math.max(0, sign * (this.share[i]! * n.cap - load));
+  }
+
+  /** See `copyFit`: how far p's copy is from the copy node n should move, in average copies, squared. */
+  private misfit(p: number, n: number, target: Float64Array): number {
+    const { avgBytes, avgPub } = this;
+    const b = avgBytes > 0 ? (this.st.bytes[p]! - target[2 * n]!) / avgBytes : 0;
+    const q = avgPub > 0 ? (this.st.pub[p]! - target[2 * n + 1]!) / avgPub : 0;
+    return b * b + q * q;
+  }
+
+  /** How much nearer their shares in copies, bytes and publishes moving a follower copy of p from s to r brings the pair. */
+  copyNearer(p: number, s: NodeState, r: NodeState): number {
+    return this.copyDist(s, p, 0) + this.copyDist(r, p, 0) - this.copyDist(s, p, -1) - this.copyDist(r, p, 1);
+  }
+
+  /** How much nearer their shares in owner roles and deliveries handing p's owner role from s to d brings the pair. */
+  roleNearer(p: number, s: NodeState, d: NodeState): number {
+    const del = this.st.del[p]!;
+    const at = (n: NodeState, k: number) => this.dist(n, OWNED, n.owned + k) + this.dist(n, DELIVERIES, n.deliveries + k * del);
+    return at(s, 0) + at(d, 0) - at(s, -1) - at(d, 1);
+  }
 }
 
 /** The worst node of each dimension among the nodes that stay: the one furthest outside its band, else nearest its edge. */
@@ -129,5 +316,109 @@ export function bandsProblem(bands: Partial<Bands>): string | null {
       return `bands.${d} is ${String(v)}: expected a fraction above 0 and below 1 (a band of 0 makes nodes trade copies back and forth)`;
   }
   return null;
+}
+
+/** Sources and receivers weighed per proposal by the band step: the furthest from their shares. */
+const BAND_NODES = 8;
+
+interface BandCandidate {
+  p: number;
+  s: NodeState;
+  r: NodeState;
+  gain: number;
+  bytes: number;
+}
+
+/**
+ * The band step, after the score's own moves: follower moves that bring nodes into their bands in replicas, disk
+ * and traffic. A move must lower the summed excess of its two nodes by at least minImprovement, so no move is
+ * traded back, and may not take either node's score further from the mean than the threshold or where it was, so
+ * the score's moves never undo it. Fewest bytes per unit of excess removed first, as the score's moves do. What
+ * stays outside a band when no move serves it is named, with its node and dimension.
+ */
+export function balanceBands(tp: TickPlanner): void {
+  const st = tp.st;
+  const bands = tp.meter.bands;
+  const meter = tp.meter;
+  const { threshold: t, minImprovement } = tp.ctx.config;
+  const above = new Float64Array(st.nodes.length);
+  const below = new Float64Array(st.nodes.length);
+  const exc = new Float64Array(st.nodes.length);
+  while (tp.free > 0) {
+    let outside: NodeState | null = null;
+    const sources: NodeState[] = [];
+    const receivers: NodeState[] = [];
+    for (const n of st.nodes) {
+      if (!st.stays(n)) continue;
+      const up = meter.beyond(n, -1);
+      const down = meter.beyond(n, 1);
+      above[n.index] = up;
+      below[n.index] = down;
+      exc[n.index] = meter.copyExcess(n);
+      if (exc[n.index]! > 0 && (outside === null || exc[n.index]! > exc[outside.index]!)) outside = n;
+      if (up > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
+      if (down > 0 && tp.receiverOk(n)) receivers.push(n);
+    }
+    if (outside === null) return;
+    // Outside a band first, then the furthest from the shares.
+    const order = (side: Float64Array) => (a: NodeState, b: NodeState) => Number(exc[b.index]! > 0) - Number(exc[a.index]! > 0) || side[b.index]! - side[a.index]!;
+    sources.sort(order(above));
+    receivers.sort(order(below));
+    const rs = receivers.slice(0, BAND_NODES);
+    let best: BandCandidate | null = null;
+    for (const s of sources.slice(0, BAND_NODES)) {
+      const ds = tp.dev(s);
+      for (const p of s.parts) {
+        if (st.owner[p] === s.index || !st.isFollower(p, s.index) || tp.ctx.moved.get(p)?.has(s.index)) continue;
+        if (!tp.partFree(p)) {
+          tp.notePinned(p);
+          continue;
+        }
+        const dS = ds + st.copyDelta(p, s, false, -1);
+        if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
+        const lose = exc[s.index]! - meter.copyExcess(s, p, -1);
+        for (const r of rs) {
+          if (r.index === s.index) continue;
+          const gain = lose + exc[r.index]! - meter.copyExcess(r, p, 1);
+          if (gain < minImprovement || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
+          const dr = tp.dev(r);
+          if (Math.abs(dr + st.copyDelta(p, r, false, 1)) > Math.max(t, Math.abs(dr)) || !tp.keepsBands(p, s, r) || !tp.canReceive(p, r, s)) continue;
+          const cooled = tp.stepCooldown(p, s, r);
+          if (cooled !== null) {
+            tp.hold(cooled);
+            continue;
+          }
+          const bytes = st.bytesTo(p, r.index);
+          if (best === null || cheaper(bytes, gain, best)) best = { p, s, r, gain, bytes };
+        }
+      }
+    }
+    if (best === null) {
+      const worst = dimensionReport(st, bands).find((r) => !r.inside && r.dimension !== 'owned');
+      const why = tp.held === null ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules' : `no follower move can start: ${tp.held}`;
+      if (worst !== undefined) tp.bandsBlocked = `${bandWords(worst)}: ${why}${tp.pinNote()}`;
+      return;
+    }
+    const { p, s, r, gain } = best;
+    const words = (n: NodeState) => dimensionWords(st, bands, n);
+    tp.followerMove(p, s, r, `bands: ${s.id} (${words(s)}) sheds to ${r.id} (${words(r)}): their excess outside the bands falls by ${gain.toFixed(3)}`);
+  }
+}
+
+/** Fewer bytes per unit of excess removed; within a tenth of each other, the larger gain (fewer moves). */
+function cheaper(bytes: number, gain: number, best: BandCandidate): boolean {
+  const mine = bytes * best.gain;
+  const theirs = best.bytes * gain;
+  if (mine < 0.9 * theirs) return true;
+  if (mine > 1.1 * theirs) return false;
+  return gain > best.gain;
+}
+
+/** A node's deviation from its share in each dimension a follower copy moves: "replicas +14%, disk -31%, traffic +2%". */
+function dimensionWords(st: ClusterState, bands: Bands, n: NodeState): string {
+  return MOVED.map((d) => {
+    const b = bandOf(st, bands, n, d);
+    return `${d} ${b.share > 0 ? `${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : 'n/a'}`;
+  }).join(', ');
 }
 

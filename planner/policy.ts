@@ -5,6 +5,8 @@
  * handoffs only once no follower move is in flight or proposed. Each proposal is applied to the state at once, so
  * the next one sees its effect (load arrived, bytes to copy, a transfer slot taken).
  */
+import { balanceBands, BandMeter } from './bands';
+import { bandsOf } from './config';
 import { repair } from './repair';
 import type { ClusterState, NodeState } from './state';
 import type { PlanInput, PlannerConfig, Proposal } from './types';
@@ -16,6 +18,8 @@ const RECEIVERS_PER_PARTITION = 8;
  * involve a node near the mean, and bounding the search keeps a tick fast on a large cluster.
  */
 const SOURCES_PER_PROPOSAL = 64;
+/** Copies whose fit (see `BandMeter.copyFit`) differs by less than this are ranked by bytes per unit of improvement. */
+const NEAR_TOLERANCE = 0.01;
 
 export interface TickContext {
   config: PlannerConfig;
@@ -75,6 +79,8 @@ interface Candidate {
   r: NodeState;
   imp: number;
   bytes: number;
+  /** How much nearer their shares in every dimension the move brings the pair (see `distance`). */
+  near: number;
 }
 
 /** One tick's search: the state, its rules, and what it has proposed so far. */
@@ -85,6 +91,10 @@ export class TickPlanner {
   blocked: string | null = null;
   /** The first pinned partition a balancing move or handoff passed over: named when nothing else starts. */
   pinHit: number | null = null;
+  /** The bands every node should end inside (config defaults filled in), measured for this pass. */
+  readonly meter: BandMeter;
+  /** The node and dimension the band step left outside its band, and why: the idle reason once nothing else is. */
+  bandsBlocked: string | null = null;
   /** The first step a cooldown or a busy partition held back that would otherwise have been proposed: the idle reason's detail. */
   held: string | null = null;
   /** Partitions held whole and nodes cooling down at this tick's clock, by index (node cooldowns as end times, 0 when none). */
@@ -102,6 +112,7 @@ export class TickPlanner {
     readonly ctx: TickContext,
   ) {
     this.free = ctx.config.maxTransfersPerCluster - ctx.inFlight;
+    this.meter = new BandMeter(st, bandsOf(ctx.config));
     for (const [id, until] of Object.entries(ctx.cooldowns.partitions)) {
       const i = st.partIndex.get(id);
       if (i !== undefined && until > ctx.now) this.coolingParts.set(i, until);
@@ -135,6 +146,7 @@ export class TickPlanner {
   /** Recomputes the deviations of the nodes a proposal touched: nothing else changes, and the mean is fixed. */
   refresh(...nodes: NodeState[]): void {
     for (const n of nodes) {
+      this.meter.note(n);
       const d = this.st.steady(n) - this.st.mean;
       this.devs[n.index] = d;
       this.recvDevs[n.index] = d + this.st.syncTerm(n);
@@ -201,6 +213,11 @@ export class TickPlanner {
     const back = this.coolLeft.get(p)?.get(to.index);
     if (back !== undefined) return `${this.st.id(p)} does not go back to ${to.id}, which it just left, ${until(back)} (partition cooldown)`;
     return null;
+  }
+
+  /** The band guard of a follower copy of p moving from s to r (see `keepsBands`). */
+  keepsBands(p: number, s: NodeState, r: NodeState): boolean {
+    return this.meter.copyKeeps(p, s, r);
   }
 
   /** Keeps the first reason a step that would have been proposed was held back. */
@@ -433,7 +450,7 @@ export class TickPlanner {
         const ds = this.dev(s);
         const small = s.cap <= minRecvCap ? s : smallestReceiver!;
         for (const p of s.parts) {
-          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.st.cheapest[p]!)) continue;
+          if (best !== null && !this.mayBeat(best, this.st.copyDelta(p, small, false, 1), this.meter.sourceFit(p, s))) continue;
           if (this.st.owner[p] === s.index || !this.st.isFollower(p, s.index)) continue;
           if (!this.partFree(p)) {
             this.notePinned(p);
@@ -481,16 +498,20 @@ export class TickPlanner {
   better(best: Candidate | null, p: number, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
     const dr = this.dev(r);
     if (!this.outsideBand(ds, this.recvDev(r))) return best;
+    // The fit first: it is cheap, and a copy that fits worse than the best so far loses before the costlier checks.
+    const near = this.meter.copyFit(p, s, r);
+    if (best !== null && near < best.near - NEAR_TOLERANCE) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
-    if (!this.improves(imp)) return best;
+    if (!this.improves(imp) || !this.keepsBands(p, s, r)) return best;
     const cooled = this.stepCooldown(p, s, r);
     if (cooled !== null) {
       this.hold(cooled);
       return best;
     }
     const bytes = this.st.bytesTo(p, r.index);
-    return best === null || this.wins(imp, bytes, s, best) ? { p, s, r, imp, bytes } : best;
+    return best === null || this.wins(imp, bytes, near, s, best) ? { p, s, r, imp, bytes, near } : best;
   }
+
 
   /**
    * Bytes per unit of improvement decide, so the smallest copies that fix the imbalance move (a retained copy,
@@ -498,7 +519,8 @@ export class TickPlanner {
    * moves), and between improvements within a tenth too, the more loaded source, so one source does not give so
    * much that it falls out of the band and needs copies back at full price.
    */
-  wins(imp: number, bytes: number, s: NodeState, best: Candidate): boolean {
+  wins(imp: number, bytes: number, near: number, s: NodeState, best: Candidate): boolean {
+    if (Math.abs(near - best.near) > NEAR_TOLERANCE) return near > best.near;
     // bytes / imp against best.bytes / best.imp, cross-multiplied: both improvements are above 0.
     const mine = bytes * best.imp;
     const theirs = best.bytes * imp;
@@ -510,11 +532,11 @@ export class TickPlanner {
 
   /**
    * Whether a copy could replace `best` when the pair's spread improves by at most `bound` (the copy's larger score
-   * change) and it costs at least `bytes` (a condition `wins` needs): a search skips the others, which on a large
-   * cluster is nearly every copy.
+   * change) and its fit is at most `fit` (see `wins`): a search skips the others, which on a large cluster is nearly
+   * every copy.
    */
-  mayBeat(best: Candidate, bound: number, bytes: number): boolean {
-    return this.improves(bound) && bytes * best.imp <= 1.1 * best.bytes * bound;
+  mayBeat(best: Candidate, bound: number, fit: number): boolean {
+    return this.improves(bound) && fit >= best.near - NEAR_TOLERANCE;
   }
 
   /** The margin rule: a move must lower its pair's spread by at least minImprovement. */
@@ -566,7 +588,7 @@ export class TickPlanner {
       if (sources.length === 0) return;
       // Heavy nodes first, the heaviest first; then by owned partitions.
       sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? this.dev(b) - this.dev(a) : od(b) - od(a)));
-      let best = null as { p: number; s: NodeState; d: NodeState; imp: number; byTotal: boolean } | null;
+      let best = null as { p: number; s: NodeState; d: NodeState; imp: number; near: number; byTotal: boolean } | null;
       let held: string | null = null;
       for (const s of sources) {
         const a = od(s);
@@ -601,7 +623,9 @@ export class TickPlanner {
               // The totals must stay inside the band, or at least not spread further.
               if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
             }
-            if (!this.improves(imp)) continue;
+            // The total first: a node above the band sheds its owner roles past the receivers' owned band, as they are
+            // what is left to shed where its copies cannot go (a zone's one node holds a copy of every partition).
+            if (!this.improves(imp) || (!byTotal && !this.meter.roleKeeps(p, s, d))) continue;
             if (pinned) {
               this.pinHit ??= p;
               continue;
@@ -611,8 +635,11 @@ export class TickPlanner {
               held ??= cooled;
               continue;
             }
-            // Equal improvements (a heavy source bounds them all): the receiver owning the least, so owners spread too.
-            if (best === null || imp > best.imp || (imp === best.imp && b < od(best.d))) best = { p, s, d, imp, byTotal };
+            // Nearest the shares in owner roles and deliveries first (see `nearer`); then the larger improvement; equal
+            // ones (a heavy source bounds them all): the receiver owning the least, so owners spread too.
+            const near = this.meter.roleNearer(p, s, d);
+            const nearBy = best === null ? 0 : near - best.near;
+            if (best === null || nearBy > 1e-9 || (nearBy > -1e-9 && (imp > best.imp || (imp === best.imp && b < od(best.d))))) best = { p, s, d, imp, near, byTotal };
           }
         }
         if (best !== null) break;
@@ -641,12 +668,14 @@ export function proposeTick(st: ClusterState, ctx: TickContext): Tick {
   if (ctx.repair) repair(tp);
   tp.drain();
   tp.balanceFollowers();
+  balanceBands(tp);
   if (!ctx.followerMovesInFlight && !tp.out.some((p) => p.op !== 'owner_handoff')) tp.balanceOwners();
   if (tp.out.length > 0) return { proposals: tp.out, idleReason: null };
   if (tp.blocked !== null) return { proposals: [], idleReason: tp.blocked };
   if (ctx.followerMovesInFlight) return { proposals: [], idleReason: 'follower moves in flight: owner handoffs wait until they end' };
   const t = ctx.config.threshold;
   const low = st.nodes.find((n) => st.stays(n) && tp.dev(n) < -t);
+  if (low === undefined && tp.bandsBlocked !== null) return { proposals: [], idleReason: tp.bandsBlocked };
   return {
     proposals: [],
     idleReason:

@@ -5,7 +5,7 @@
  * belong together, and split apart every access would go through a second object.
  */
 import type { Node, Partition, Topology } from '../cluster/contract';
-import type { Dimension } from './bands';
+import type { Dimension, GuardDimension } from './bands';
 import { lostReason } from './repair';
 import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig, ScoreWeights } from './types';
 
@@ -25,6 +25,8 @@ export interface NodeState {
   /** Sum of h / (h + k) over the partitions it holds. */
   hist: number;
   traffic: number;
+  /** The deliveries its owner roles serve: the part of `traffic` that follows the owner role, not the copy. */
+  deliveries: number;
   /** History bytes of the copies it holds (the unit of the sync term). */
   bytes: number;
   /** Bytes still to copy of transfers to or from it. */
@@ -105,7 +107,11 @@ export class ClusterState {
   readonly mean: number;
   readonly activeCap: number;
   /** Per dimension of the bands: the cluster's total over the capacity of the nodes that stay (a node's share per capacity). */
-  readonly perCap: Record<Dimension, number>;
+  readonly perCap: Record<Dimension | GuardDimension, number>;
+  /** The largest partition's history bytes, publish rate and delivery rate: the least width of a band (bands.ts). */
+  maxBytes = 0;
+  maxPub = 0;
+  maxDel = 0;
   /** Node index -> partitions it holds a retained copy of. */
   readonly retainedOn = new Map<number, number[]>();
   /** Partitions with a recovery pending, in topology order. */
@@ -138,6 +144,7 @@ export class ClusterState {
         followed: 0,
         hist: 0,
         traffic: 0,
+        deliveries: 0,
         bytes: 0,
         sync: 0,
         inbound: 0,
@@ -173,7 +180,7 @@ export class ClusterState {
     }
 
     let activeCap = 0;
-    const total = { owned: 0, followed: 0, hist: 0, traffic: 0, bytes: 0 };
+    const total = { owned: 0, followed: 0, hist: 0, traffic: 0, deliveries: 0, bytes: 0 };
     for (const n of this.nodes) {
       if (n.live && !n.draining) activeCap += n.cap;
       if (!n.live) continue;
@@ -181,6 +188,7 @@ export class ClusterState {
       total.followed += n.followed;
       total.hist += n.hist;
       total.traffic += n.traffic;
+      total.deliveries += n.deliveries;
       total.bytes += n.bytes;
     }
     // A copy lost for good is load the live nodes take on once it is replaced: counted now, so a plan's repairs
@@ -198,6 +206,8 @@ export class ClusterState {
       owned: perCap(total.owned),
       disk: perCap(total.bytes),
       traffic: perCap(total.traffic),
+      publishes: perCap(total.traffic - total.deliveries),
+      deliveries: perCap(total.deliveries),
     };
     const per = (x: number, weight: number): number => (x > 0 && activeCap > 0 ? (weight * activeCap) / x : 0);
     const cw = config.weights;
@@ -235,6 +245,9 @@ export class ClusterState {
     this.pub[index] = num(p.publishRate);
     this.del[index] = num(p.deliveryRate);
     this.cheapest[index] = bytes;
+    if (bytes > this.maxBytes) this.maxBytes = bytes;
+    if (this.pub[index]! > this.maxPub) this.maxPub = this.pub[index]!;
+    if (this.del[index]! > this.maxDel) this.maxDel = this.del[index]!;
     let suspended: string[] | null = null;
     for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
     this.owner[index] = this.addCopy(index, p.owner, suspended, false);
@@ -387,6 +400,7 @@ export class ClusterState {
     else ns.followed += sign;
     ns.hist += sign * this.hw[p]!;
     ns.traffic += sign * this.copyTraffic(p, owner);
+    if (owner) ns.deliveries += sign * this.del[p]!;
     ns.bytes += sign * this.bytes[p]!;
     if (sign === 1) ns.parts.push(p);
     else {
