@@ -99,6 +99,15 @@ export class BandMeter {
   private readonly share = new Float64Array(ALL.length);
   private readonly frac = new Float64Array(ALL.length);
   private readonly floor = new Float64Array(ALL.length);
+  /**
+   * Per node, the copy it should take (`lack`) and give (`surplus`), as bytes and publishes at indexes 2n and 2n + 1,
+   * kept up to date by `note` as steps change nodes: the search weighs a copy with four multiplications.
+   */
+  private readonly lack: Float64Array;
+  private readonly surplus: Float64Array;
+  /** The average copy's bytes and publishes: the unit a copy's misfit is measured in. */
+  private readonly avgBytes: number;
+  private readonly avgPub: number;
 
   constructor(
     private readonly st: ClusterState,
@@ -142,7 +151,6 @@ export class BandMeter {
     return rAfter <= rBefore + 1e-12 && this.excess(s, i, sNow - amount) + rAfter <= this.excess(s, i, sNow) + rBefore + 1e-12;
   }
 
-
   /** Summed excess over the dimensions a follower copy moves, with `sign` copies of p added (0: as it is). */
   copyExcess(n: NodeState, p = -1, sign: -1 | 0 | 1 = 0): number {
     const st = this.st;
@@ -170,16 +178,6 @@ export class BandMeter {
     return this.keeps(OWNED, s, s.owned, d, d.owned, 1) && this.keeps(TRAFFIC, s, s.traffic, d, d.traffic, this.st.del[p]!);
   }
 
-  private copyDist(n: NodeState, p: number, sign: -1 | 0 | 1): number {
-    const st = this.st;
-    const pub = n.traffic - n.deliveries;
-    const k = sign;
-    return (
-      this.dist(n, REPLICAS, n.owned + n.followed + k) +
-      this.dist(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
-      this.dist(n, PUBLISHES, pub + (k === 0 ? 0 : k * st.pub[p]!))
-    );
-  }
 
   /**
    * How well a follower copy of p fits what s has too much of and r too little, 0 at best: each node's gap to its
@@ -198,16 +196,6 @@ export class BandMeter {
   sourceFit(p: number, s: NodeState): number {
     return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.surplus) : 0;
   }
-
-  /**
-   * Per node, the copy it should take (`lack`) and give (`surplus`), as bytes and publishes at indexes 2n and 2n + 1,
-   * kept up to date by `note` as steps change nodes: the search weighs a copy with four multiplications.
-   */
-  private readonly lack: Float64Array;
-  /** The average copy's bytes and publishes: the unit a copy's misfit is measured in. */
-  private readonly avgBytes: number;
-  private readonly avgPub: number;
-  private readonly surplus: Float64Array;
 
   /** Node n changed: the copies it should take and give, from its gaps to its shares spread over the copies (at least one). */
   note(n: NodeState): void {
@@ -241,11 +229,6 @@ export class BandMeter {
     const b = avgBytes > 0 ? (this.st.bytes[p]! - target[2 * n]!) / avgBytes : 0;
     const q = avgPub > 0 ? (this.st.pub[p]! - target[2 * n + 1]!) / avgPub : 0;
     return b * b + q * q;
-  }
-
-  /** How much nearer their shares in copies, bytes and publishes moving a follower copy of p from s to r brings the pair. */
-  copyNearer(p: number, s: NodeState, r: NodeState): number {
-    return this.copyDist(s, p, 0) + this.copyDist(r, p, 0) - this.copyDist(s, p, -1) - this.copyDist(r, p, 1);
   }
 
   /** How much nearer their shares in owner roles and deliveries handing p's owner role from s to d brings the pair. */

@@ -79,7 +79,7 @@ interface Candidate {
   r: NodeState;
   imp: number;
   bytes: number;
-  /** How much nearer their shares in every dimension the move brings the pair (see `distance`). */
+  /** How well the copy fits what the pair lacks and has too much of (see `BandMeter.copyFit`), 0 at best. */
   near: number;
 }
 
