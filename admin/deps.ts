@@ -4,7 +4,7 @@
  * a test may replace one.
  */
 import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
-import type { UnderReplicated } from '../planner/repair';
+import type { UnderReplicated } from '../planner/lost';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
 import type { HoldAction } from '../workflows/rebalancer-rules';

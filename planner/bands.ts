@@ -4,25 +4,8 @@
  * inside its threshold; a sum can be right with the wrong composition (a node full of small partitions), so a plan
  * is done only when every node is inside every band too, or no move the rules allow brings it closer.
  */
-import type { TickPlanner } from './policy';
 import type { ClusterState, NodeState } from './state';
-
-export const DIMENSIONS = ['replicas', 'owned', 'disk', 'traffic'] as const;
-export type Dimension = (typeof DIMENSIONS)[number];
-/**
- * The two parts of traffic the guard holds apart, each to the traffic band: the publishes every copy replicates,
- * which follower moves carry, and the deliveries the owner serves, which handoffs carry. Both inside the band puts
- * their sum inside it; a node filled to its traffic band by followers would have no room left for its owner roles.
- */
-export type GuardDimension = 'publishes' | 'deliveries';
-/** Half a band's width as a fraction of the node's share, per dimension. */
-export type Bands = Record<Dimension, number>;
-
-/**
- * Copies and bytes within 5% of the share; owner roles and traffic within 10%, as handoffs, which carry most of
- * them, close admission while they run.
- */
-export const DEFAULT_BANDS: Bands = { replicas: 0.05, owned: 0.1, disk: 0.05, traffic: 0.1 };
+import { DIMENSIONS, type Band, type Bands, type Dimension, type DimensionReport, type GuardDimension } from './types';
 
 /**
  * The least half width of a band: one item of the dimension, the largest (one copy, one owner role, the largest
@@ -63,14 +46,6 @@ export function loadOf(n: NodeState, d: Dimension | GuardDimension): number {
   }
 }
 
-export interface Band {
-  load: number;
-  /** The node's share of the cluster's total by capacity, and the band around it. */
-  share: number;
-  low: number;
-  high: number;
-}
-
 /** Node n's band in dimension d (its share and the half width around it), from the cluster's total per capacity. */
 export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension, load = loadOf(n, d)): Band {
   const share = st.perCap[d] * n.cap;
@@ -85,7 +60,7 @@ export function excess(b: Band): number {
 }
 
 /** The dimensions a follower copy moves, as the band step weighs and names them. */
-const MOVED = ['replicas', 'disk', 'publishes'] as const;
+export const MOVED = ['replicas', 'disk', 'publishes'] as const;
 
 /** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
 const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
@@ -239,17 +214,6 @@ export class BandMeter {
   }
 }
 
-/** The worst node of each dimension among the nodes that stay: the one furthest outside its band, else nearest its edge. */
-export interface DimensionReport extends Band {
-  dimension: Dimension;
-  node: string;
-  /** (load - share) / share: above 0 the node carries more than its share. */
-  deviation: number;
-  /** Half the band's width as a fraction of the share, its floor of one item included. */
-  band: number;
-  inside: boolean;
-}
-
 export function dimensionReport(st: ClusterState, bands: Bands): DimensionReport[] {
   const out: DimensionReport[] = [];
   for (const d of DIMENSIONS) {
@@ -275,133 +239,3 @@ export function bandWords(r: DimensionReport): string {
   const side = r.load > r.high ? 'above' : r.load < r.low ? 'below' : 'inside';
   return `${r.node} holds ${f(r.load)}${unit}, ${side} its band ${f(r.low)} to ${f(r.high)} (share ${f(r.share)} ± ${(r.band * 100).toFixed(1)}%)`;
 }
-
-/** Parses `replicas=0.05,disk=0.05,owned=0.1,traffic=0.1` (any subset): the names and what each must be, on error. */
-export function parseBands(text: string): { ok: true; bands: Partial<Bands> } | { ok: false; problem: string } {
-  const out: Partial<Bands> = {};
-  for (const pair of text.split(',')) {
-    const [name, value, extra] = pair.split('=');
-    if (!(DIMENSIONS as readonly string[]).includes(name ?? '') || value === undefined || extra !== undefined)
-      return { ok: false, problem: `"${pair}": expected name=fraction pairs separated by commas, names among ${DIMENSIONS.join(', ')}, for example replicas=0.05,owned=0.1` };
-    const v = Number(value);
-    if (value.trim() === '' || !Number.isFinite(v)) return { ok: false, problem: `${name}=${value}: expected a fraction of the share, for example 0.05` };
-    out[name as Dimension] = v;
-  }
-  return { ok: true, bands: out };
-}
-
-/** The first problem with a band setting in words, or null: a band of 0 (or below) would have nodes trade copies forever. */
-export function bandsProblem(bands: Partial<Bands>): string | null {
-  for (const d of DIMENSIONS) {
-    const v = bands[d];
-    if (v === undefined) continue;
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v >= 1)
-      return `bands.${d} is ${String(v)}: expected a fraction above 0 and below 1 (a band of 0 makes nodes trade copies back and forth)`;
-  }
-  return null;
-}
-
-/** Sources and receivers weighed per proposal by the band step: the furthest from their shares. */
-const BAND_NODES = 8;
-
-interface BandCandidate {
-  p: number;
-  s: NodeState;
-  r: NodeState;
-  gain: number;
-  bytes: number;
-}
-
-/**
- * The band step, after the score's own moves: follower moves that bring nodes into their bands in replicas, disk
- * and traffic. A move must lower the summed excess of its two nodes by at least minImprovement, so no move is
- * traded back, and may not take either node's score further from the mean than the threshold or where it was, so
- * the score's moves never undo it. Fewest bytes per unit of excess removed first, as the score's moves do. What
- * stays outside a band when no move serves it is named, with its node and dimension.
- */
-export function balanceBands(tp: TickPlanner): void {
-  const st = tp.st;
-  const bands = tp.meter.bands;
-  const meter = tp.meter;
-  const { threshold: t, minImprovement } = tp.ctx.config;
-  const above = new Float64Array(st.nodes.length);
-  const below = new Float64Array(st.nodes.length);
-  const exc = new Float64Array(st.nodes.length);
-  while (tp.free > 0) {
-    let outside: NodeState | null = null;
-    const sources: NodeState[] = [];
-    const receivers: NodeState[] = [];
-    for (const n of st.nodes) {
-      if (!st.stays(n)) continue;
-      const up = meter.beyond(n, -1);
-      const down = meter.beyond(n, 1);
-      above[n.index] = up;
-      below[n.index] = down;
-      exc[n.index] = meter.copyExcess(n);
-      if (exc[n.index]! > 0 && (outside === null || exc[n.index]! > exc[outside.index]!)) outside = n;
-      if (up > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
-      if (down > 0 && tp.receiverOk(n)) receivers.push(n);
-    }
-    if (outside === null) return;
-    // Outside a band first, then the furthest from the shares.
-    const order = (side: Float64Array) => (a: NodeState, b: NodeState) => Number(exc[b.index]! > 0) - Number(exc[a.index]! > 0) || side[b.index]! - side[a.index]!;
-    sources.sort(order(above));
-    receivers.sort(order(below));
-    const rs = receivers.slice(0, BAND_NODES);
-    let best: BandCandidate | null = null;
-    for (const s of sources.slice(0, BAND_NODES)) {
-      const ds = tp.dev(s);
-      for (const p of s.parts) {
-        if (st.owner[p] === s.index || !st.isFollower(p, s.index) || tp.ctx.moved.get(p)?.has(s.index)) continue;
-        if (!tp.partFree(p)) {
-          tp.notePinned(p);
-          continue;
-        }
-        const dS = ds + st.copyDelta(p, s, false, -1);
-        if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
-        const lose = exc[s.index]! - meter.copyExcess(s, p, -1);
-        for (const r of rs) {
-          if (r.index === s.index) continue;
-          const gain = lose + exc[r.index]! - meter.copyExcess(r, p, 1);
-          if (gain < minImprovement || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
-          const dr = tp.dev(r);
-          if (Math.abs(dr + st.copyDelta(p, r, false, 1)) > Math.max(t, Math.abs(dr)) || !tp.keepsBands(p, s, r) || !tp.canReceive(p, r, s)) continue;
-          const cooled = tp.stepCooldown(p, s, r);
-          if (cooled !== null) {
-            tp.hold(cooled);
-            continue;
-          }
-          const bytes = st.bytesTo(p, r.index);
-          if (best === null || cheaper(bytes, gain, best)) best = { p, s, r, gain, bytes };
-        }
-      }
-    }
-    if (best === null) {
-      const worst = dimensionReport(st, bands).find((r) => !r.inside && r.dimension !== 'owned');
-      const why = tp.held === null ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules' : `no follower move can start: ${tp.held}`;
-      if (worst !== undefined) tp.bandsBlocked = `${bandWords(worst)}: ${why}${tp.pinNote()}`;
-      return;
-    }
-    const { p, s, r, gain } = best;
-    const words = (n: NodeState) => dimensionWords(st, bands, n);
-    tp.followerMove(p, s, r, `bands: ${s.id} (${words(s)}) sheds to ${r.id} (${words(r)}): their excess outside the bands falls by ${gain.toFixed(3)}`);
-  }
-}
-
-/** Fewer bytes per unit of excess removed; within a tenth of each other, the larger gain (fewer moves). */
-function cheaper(bytes: number, gain: number, best: BandCandidate): boolean {
-  const mine = bytes * best.gain;
-  const theirs = best.bytes * gain;
-  if (mine < 0.9 * theirs) return true;
-  if (mine > 1.1 * theirs) return false;
-  return gain > best.gain;
-}
-
-/** A node's deviation from its share in each dimension a follower copy moves: "replicas +14%, disk -31%, traffic +2%". */
-function dimensionWords(st: ClusterState, bands: Bands, n: NodeState): string {
-  return MOVED.map((d) => {
-    const b = bandOf(st, bands, n, d);
-    return `${d} ${b.share > 0 ? `${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : 'n/a'}`;
-  }).join(', ');
-}
-

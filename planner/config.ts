@@ -2,8 +2,13 @@
  * The planner's settings: defaults and validation. A setting that is wrong is named with what was expected, so a
  * bad configuration is refused at start instead of making the rebalancer oscillate or stall.
  */
-import { bandsProblem, DEFAULT_BANDS, type Bands } from './bands';
-import type { PlannerConfig, ScoreWeights } from './types';
+import { DIMENSIONS, type Bands, type Dimension, type PlannerConfig, type ScoreWeights } from './types';
+
+/**
+ * Copies and bytes within 5% of the share; owner roles and traffic within 10%, as handoffs, which carry most of
+ * them, close admission while they run.
+ */
+export const DEFAULT_BANDS: Bands = { replicas: 0.05, owned: 0.1, disk: 0.05, traffic: 0.1 };
 
 export const DEFAULT_PLANNER_CONFIG: PlannerConfig = {
   weights: { owned: 1, followed: 1, history: 1, traffic: 1, sync: 1 },
@@ -56,4 +61,30 @@ export function validatePlannerConfig(c: PlannerConfig): string | null {
 /** The bands a config asks for, defaults filled in. */
 export function bandsOf(c: PlannerConfig): Bands {
   return { ...DEFAULT_BANDS, ...c.bands };
+}
+
+
+/** Parses `replicas=0.05,disk=0.05,owned=0.1,traffic=0.1` (any subset): the names and what each must be, on error. */
+export function parseBands(text: string): { ok: true; bands: Partial<Bands> } | { ok: false; problem: string } {
+  const out: Partial<Bands> = {};
+  for (const pair of text.split(',')) {
+    const [name, value, extra] = pair.split('=');
+    if (!(DIMENSIONS as readonly string[]).includes(name ?? '') || value === undefined || extra !== undefined)
+      return { ok: false, problem: `"${pair}": expected name=fraction pairs separated by commas, names among ${DIMENSIONS.join(', ')}, for example replicas=0.05,owned=0.1` };
+    const v = Number(value);
+    if (value.trim() === '' || !Number.isFinite(v)) return { ok: false, problem: `${name}=${value}: expected a fraction of the share, for example 0.05` };
+    out[name as Dimension] = v;
+  }
+  return { ok: true, bands: out };
+}
+
+/** The first problem with a band setting in words, or null: a band of 0 (or below) would have nodes trade copies forever. */
+export function bandsProblem(bands: Partial<Bands>): string | null {
+  for (const d of DIMENSIONS) {
+    const v = bands[d];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v >= 1)
+      return `bands.${d} is ${String(v)}: expected a fraction above 0 and below 1 (a band of 0 makes nodes trade copies back and forth)`;
+  }
+  return null;
 }

@@ -3,11 +3,12 @@
  * ordered plan, tick after tick on the predicted topology, with the spread it reaches and the time it takes).
  * Pure: the input is a topology snapshot, the moves in flight, cooldowns and a clock.
  */
-import { dimensionReport, type DimensionReport } from './bands';
+import { dimensionReport } from './bands';
 import { bandsOf, validatePlannerConfig } from './config';
-import { proposeTick, TickPlanner, type TickContext } from './policy';
+import { proposeTick } from './policy';
 import { ClusterState } from './state';
-import type { NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
+import { TickPlanner, type TickContext } from './tick';
+import type { DimensionReport, NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
 
 function checked(config: PlannerConfig): PlannerConfig {
   const problem = validatePlannerConfig(config);

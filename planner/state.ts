@@ -5,9 +5,8 @@
  * belong together, and split apart every access would go through a second object.
  */
 import type { Node, Partition, Topology } from '../cluster/contract';
-import type { Dimension, GuardDimension } from './bands';
-import { lostReason } from './repair';
-import type { InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig, ScoreWeights } from './types';
+import { lostReason } from './lost';
+import type { Dimension, GuardDimension, InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig, ScoreWeights } from './types';
 
 export interface NodeState {
   index: number;

@@ -3,7 +3,6 @@
  * workflow, drain, `rebalancer plan` and the admin API. Pure types, safe in the workflow sandbox.
  */
 import type { Partition, Topology } from '../cluster/contract';
-import type { Bands, DimensionReport } from './bands';
 
 /** Weights of the note's score dimensions; each dimension is divided by the node's capacity first. */
 export interface ScoreWeights {
@@ -153,4 +152,34 @@ export interface Plan {
   idleReason: string | null;
   /** After the steps: each dimension's worst node against its band (replicas, owned, disk, traffic). */
   dimensions?: DimensionReport[];
+}
+
+export const DIMENSIONS = ['replicas', 'owned', 'disk', 'traffic'] as const;
+export type Dimension = (typeof DIMENSIONS)[number];
+/**
+ * The two parts of traffic the guard holds apart, each to the traffic band: the publishes every copy replicates,
+ * which follower moves carry, and the deliveries the owner serves, which handoffs carry. Both inside the band puts
+ * their sum inside it; a node filled to its traffic band by followers would have no room left for its owner roles.
+ */
+export type GuardDimension = 'publishes' | 'deliveries';
+/** Half a band's width as a fraction of the node's share, per dimension. */
+export type Bands = Record<Dimension, number>;
+
+export interface Band {
+  load: number;
+  /** The node's share of the cluster's total by capacity, and the band around it. */
+  share: number;
+  low: number;
+  high: number;
+}
+
+/** The worst node of each dimension among the nodes that stay: the one furthest outside its band, else nearest its edge. */
+export interface DimensionReport extends Band {
+  dimension: Dimension;
+  node: string;
+  /** (load - share) / share: above 0 the node carries more than its share. */
+  deviation: number;
+  /** Half the band's width as a fraction of the share, its floor of one item included. */
+  band: number;
+  inside: boolean;
 }

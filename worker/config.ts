@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import { z } from 'zod';
-import { parseBands } from '../planner/bands';
+import { parseBands } from '../planner/config';
 import { DEFAULT_PLANNER_CONFIG, validatePlannerConfig } from '../planner/config';
 import type { PlannerConfig, ScoreWeights } from '../planner/types';
 import { REBALANCER_MODES, type RebalancerSettings } from '../workflows/definitions';

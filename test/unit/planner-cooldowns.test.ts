@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, type PlanInput, type Proposal } from '../../planner';
-import { TickPlanner } from '../../planner/policy';
+import { TickPlanner } from '../../planner/tick';
 import type { CooledMove } from '../../planner/types';
 import { applySteps, input, ring, type LoadedPartition } from './planner-topology';
 

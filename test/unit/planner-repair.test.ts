@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Node, Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, underReplicated, type PlannerConfig, type Proposal } from '../../planner';
-import { TickPlanner } from '../../planner/policy';
+import { TickPlanner } from '../../planner/tick';
 import type { NodeState } from '../../planner/state';
 import { afterSteps, input, node, partition, ring, topology } from './planner-topology';
 

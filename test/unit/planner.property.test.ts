@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Node, Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, type InFlightMove, type Plan, type PlanInput, type PlannerConfig } from '../../planner';
-import { TickPlanner } from '../../planner/policy';
+import { TickPlanner } from '../../planner/tick';
 import { ClusterState, type NodeState } from '../../planner/state';
 import { applySteps, input, node, partition, ring, topology, type LoadedPartition } from './planner-topology';
 

@@ -1,0 +1,220 @@
+/** The score steps: follower moves, then owner handoffs, that bring every node's total score inside the band. */
+import type { NodeState } from './state';
+import { f2, type Candidate, type TickPlanner } from './tick';
+
+/** Receivers tried per partition besides those holding a retained copy: the least loaded ones. */
+const RECEIVERS_PER_PARTITION = 8;
+/**
+ * Sources (most loaded first) and receivers (least loaded first) searched per proposal: past them a move would
+ * involve a node near the mean, and bounding the search keeps a tick fast on a large cluster.
+ */
+const SOURCES_PER_PROPOSAL = 64;
+
+/**
+ * The `k` nodes with the smallest keys (`sign` times their entry in `by`), in ascending order, without sorting
+ * them all; equal keys keep the order of `items`.
+ */
+function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: number): NodeState[] {
+  // Kept sorted in typed arrays: a binary search finds the place and copyWithin shifts the rest in one move.
+  const idx = new Int32Array(k);
+  const keys = new Float64Array(k);
+  let n = 0;
+  for (let j = 0; j < items.length; j++) {
+    const v = sign * by[items[j]!.index]!;
+    if (n === k && v >= keys[k - 1]!) continue;
+    let lo = 0;
+    let hi = n === k ? k - 1 : n;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (keys[mid]! > v) hi = mid;
+      else lo = mid + 1;
+    }
+    const end = n === k ? k - 1 : n++;
+    idx.copyWithin(lo + 1, lo, end);
+    keys.copyWithin(lo + 1, lo, end);
+    idx[lo] = j;
+    keys[lo] = v;
+  }
+  return Array.from(idx.subarray(0, n), (j) => items[j]!);
+}
+
+/**
+ * A move goes from a node above the mean to one below it, and at least one of the two is outside the band
+ * (above mean + threshold or below mean - threshold): overfull nodes shed toward underfull ones, and an
+ * underfull node also pulls from nodes above the mean, or a node joining empty would stop far below the mean
+ * as soon as the old ones are just inside the band. Best improvement of the pair's spread first.
+ */
+export function balanceFollowers(tp: TickPlanner): void {
+  const { threshold: t, minImprovement } = tp.ctx.config;
+  while (tp.free > 0) {
+    // One pass over the nodes per proposal: a full plan makes thousands of proposals on 1,000 nodes.
+    const allReceivers: NodeState[] = [];
+    const above: NodeState[] = [];
+    let smallestReceiver: NodeState | null = null;
+    for (const n of tp.st.nodes) {
+      if (tp.receiverOk(n) && tp.recvDev(n) < 0) {
+        allReceivers.push(n);
+        if (smallestReceiver === null || n.cap < smallestReceiver.cap) smallestReceiver = n;
+      }
+      if (tp.st.stays(n) && !tp.cooling(n) && !tp.excluded(n) && tp.dev(n) > 0) above.push(n);
+    }
+    const sources = smallest(above, tp.devs, -1, SOURCES_PER_PROPOSAL);
+    const receivers = smallest(allReceivers, tp.recvDevs, 1, SOURCES_PER_PROPOSAL);
+    const over = sources.length > 0 && tp.dev(sources[0]!) > t;
+    if (sources.length === 0 || receivers.length === 0 || !tp.outsideBand(tp.dev(sources[0]!), tp.recvDev(receivers[0]!))) {
+      tp.noteOutsideBand();
+      return;
+    }
+    const minRecvCap = smallestReceiver!.cap;
+    let best: Candidate | null = null;
+    // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
+    // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
+    // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
+    // above the mean would cost its whole history.
+    for (const r of allReceivers) {
+      for (const p of tp.st.retainedOn.get(r.index) ?? []) {
+        if (!tp.partFree(p)) {
+          tp.notePinned(p);
+          continue;
+        }
+        for (const f of tp.st.followers(p)) {
+          const s = tp.st.nodes[f]!;
+          const ds = tp.dev(s);
+          const dS = ds + tp.st.copyDelta(p, s, false, -1);
+          if ((ds <= 0 && dS < -t) || !tp.st.stays(s) || tp.cooling(s) || tp.excluded(s) || tp.ctx.moved.get(p)?.has(f) || !tp.canReceive(p, r, s)) continue;
+          best = tp.better(best, p, s, r, ds, dS);
+        }
+      }
+    }
+    for (const s of sources) {
+      // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
+      if (tp.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
+      const ds = tp.dev(s);
+      const small = s.cap <= minRecvCap ? s : smallestReceiver!;
+      for (const p of s.parts) {
+        if (best !== null && !tp.mayBeat(best, tp.st.copyDelta(p, small, false, 1), tp.meter.sourceFit(p, s))) continue;
+        if (tp.st.owner[p] === s.index || !tp.st.isFollower(p, s.index)) continue;
+        if (!tp.partFree(p)) {
+          tp.notePinned(p);
+          if (!tp.touched.has(p)) tp.hold(`${tp.st.id(p)} on ${s.id} cannot move: ${tp.whyBusy(p)}`);
+          continue;
+        }
+        if (tp.ctx.moved.get(p)?.has(s.index)) continue;
+        const dS = ds + tp.st.copyDelta(p, s, false, -1);
+        for (const rn of tp.st.retainedAt(p)?.keys() ?? []) {
+          const r = tp.st.nodes[rn]!;
+          if (tp.receiverOk(r) && tp.recvDev(r) < 0 && tp.canReceive(p, r, s)) best = tp.better(best, p, s, r, ds, dS);
+        }
+        let k = 0;
+        for (const r of receivers) {
+          if (k >= RECEIVERS_PER_PARTITION) break;
+          if (!tp.canReceive(p, r, s)) continue;
+          k++;
+          best = tp.better(best, p, s, r, ds, dS);
+        }
+      }
+      if (best !== null) break;
+    }
+    if (best === null) {
+      const who = over ? `${sources[0]!.id} is ${f2(tp.dev(sources[0]!))} above` : `${receivers[0]!.id} is ${f2(-tp.recvDev(receivers[0]!))} below`;
+      const bound = over ? tp.zoneBound(sources[0]!) : null;
+      if (bound !== null) tp.blocked ??= `${who} the mean, but ${bound}; it sheds owner roles only`;
+      tp.blocked ??=
+        tp.held === null
+          ? `${who} the mean but no follower move improves the spread by ${minImprovement} within the zone, cooldown and transfer limit rules${tp.pinNote()}`
+          : `${who} the mean but no follower move can start: ${tp.held}`;
+      return;
+    }
+    const { p, s, r, imp } = best;
+    tp.followerMove(p, s, r, `${tp.side(s, tp.dev(s))} sheds to ${tp.side(r, tp.recvDev(r))}, mean ${f2(tp.st.mean)}: their spread improves by ${f2(imp)}`);
+  }
+}
+
+/**
+ * Owner handoffs to an admitted follower, once no follower move is in flight or proposed. Two reasons, each under
+ * its two-sided band rule. The total score, where it is still outside the band (the zone rule can hold every copy
+ * of a zone's only node, see `zoneBound`, or keep away every copy a node could take): owner roles, the part of the
+ * load a handoff moves, go from a node above the mean to a follower below it, one of them outside the band, while
+ * the pair's spread improves. Then owned partitions per capacity (`od`), with the totals kept from spreading
+ * further. The total is the note's load score: owned counts give way to it where both cannot be met, and the owned
+ * rule hands nothing back, as that would take a total out of the band again.
+ */
+export function balanceOwners(tp: TickPlanner): void {
+  const t = tp.ctx.config.threshold;
+  const mo = tp.st.meanOwned();
+  if (mo <= 0) return;
+  const od = (n: NodeState): number => tp.st.ownedDev(n, mo);
+  while (tp.free > 0) {
+    const heavy = (n: NodeState): boolean => tp.dev(n) > t;
+    const sources = tp.st.nodes.filter((n) => tp.st.stays(n) && !tp.excluded(n) && (od(n) > 0 || tp.dev(n) > 0));
+    if (sources.length === 0) return;
+    // Heavy nodes first, the heaviest first; then by owned partitions.
+    sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? tp.dev(b) - tp.dev(a) : od(b) - od(a)));
+    let best = null as { p: number; s: NodeState; d: NodeState; imp: number; near: number; byTotal: boolean } | null;
+    let held: string | null = null;
+    for (const s of sources) {
+      const a = od(s);
+      const ts = tp.dev(s);
+      for (const p of s.parts) {
+        if (tp.st.owner[p] !== s.index) continue;
+        // A pinned partition is weighed only to name its pin when it is what keeps a handoff from starting.
+        const pinned = tp.pinned(p) && tp.movable(p);
+        if (!pinned && !tp.partFree(p)) {
+          if (!tp.touched.has(p) && (tp.outsideBand(a, 0) || heavy(s))) held ??= `${tp.st.id(p)} owned by ${s.id} cannot be handed off: ${tp.whyBusy(p)}`;
+          continue;
+        }
+        for (const f of tp.st.followers(p)) {
+          const d = tp.st.nodes[f]!;
+          if (!tp.st.stays(d) || d.suspended || tp.excluded(d) || tp.ctx.formerOwners.get(p)?.has(f)) continue;
+          const b = od(d);
+          const bAfter = b + 1 / (d.cap * mo);
+          const td = tp.dev(d);
+          const after = Math.max(Math.abs(ts + tp.st.roleDelta(p, s, -1)), Math.abs(td + tp.st.roleDelta(p, d, 1)));
+          let imp: number;
+          let byTotal = false;
+          if (ts > 0 && td < 0 && tp.outsideBand(ts, td)) {
+            // The band rule of a follower move, on the total: from above the mean to below it, one of them outside.
+            imp = Math.max(ts, -td) - after;
+            byTotal = true;
+          } else if (heavy(s)) {
+            // A node above the band gives its owner roles to nodes below the mean only, as its copies would go.
+            continue;
+          } else {
+            if (a <= 0 || b >= 0 || !tp.outsideBand(a, b)) continue;
+            imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(bAfter));
+            // The totals must stay inside the band, or at least not spread further.
+            if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+          }
+          // The total first: a node above the band sheds its owner roles past the receivers' owned band, as they are
+          // what is left to shed where its copies cannot go (a zone's one node holds a copy of every partition).
+          if (!tp.improves(imp) || (!byTotal && !tp.meter.roleKeeps(p, s, d))) continue;
+          if (pinned) {
+            tp.pinHit ??= p;
+            continue;
+          }
+          const cooled = tp.stepCooldown(p, s, d);
+          if (cooled !== null) {
+            held ??= cooled;
+            continue;
+          }
+          // Nearest the shares in owner roles and deliveries first (see `nearer`); then the larger improvement; equal
+          // ones (a heavy source bounds them all): the receiver owning the least, so owners spread too.
+          const near = tp.meter.roleNearer(p, s, d);
+          const nearBy = best === null ? 0 : near - best.near;
+          if (best === null || nearBy > 1e-9 || (nearBy > -1e-9 && (imp > best.imp || (imp === best.imp && b < od(best.d))))) best = { p, s, d, imp, near, byTotal };
+        }
+      }
+      if (best !== null) break;
+    }
+    if (best === null) {
+      if (held !== null && tp.out.length === 0) tp.blocked ??= `no owner handoff can start: ${held}`;
+      if (tp.pinHit !== null) tp.blocked ??= `no owner handoff may start${tp.pinNote()}`;
+      return;
+    }
+    const { p, s, d, imp, byTotal } = best;
+    const why = byTotal
+      ? `${tp.side(s, tp.dev(s))} hands an owner role to ${tp.side(d, tp.dev(d))}, an admitted follower below the mean: their spread improves by ${f2(imp)}`
+      : `${s.id} owns ${f2(od(s))} above the mean per capacity, ${d.id} (an admitted follower) ${f2(-od(d))} below: their owner spread improves by ${f2(imp)}`;
+    tp.handoff(p, s, d, why);
+  }
+}

@@ -1,0 +1,110 @@
+/** The band step: follower moves that bring nodes into their bands once the score's own moves are done. */
+import { bandOf, bandWords, dimensionReport, MOVED } from './bands';
+import type { ClusterState, NodeState } from './state';
+import type { TickPlanner } from './tick';
+import type { Bands } from './types';
+
+/** Sources and receivers weighed per proposal by the band step: the furthest from their shares. */
+const BAND_NODES = 8;
+
+interface BandCandidate {
+  p: number;
+  s: NodeState;
+  r: NodeState;
+  gain: number;
+  bytes: number;
+}
+
+/**
+ * The band step, after the score's own moves: follower moves that bring nodes into their bands in replicas, disk
+ * and traffic. A move must lower the summed excess of its two nodes by at least minImprovement, so no move is
+ * traded back, and may not take either node's score further from the mean than the threshold or where it was, so
+ * the score's moves never undo it. Fewest bytes per unit of excess removed first, as the score's moves do. What
+ * stays outside a band when no move serves it is named, with its node and dimension.
+ */
+export function balanceBands(tp: TickPlanner): void {
+  const st = tp.st;
+  const bands = tp.meter.bands;
+  const meter = tp.meter;
+  const { threshold: t, minImprovement } = tp.ctx.config;
+  const above = new Float64Array(st.nodes.length);
+  const below = new Float64Array(st.nodes.length);
+  const exc = new Float64Array(st.nodes.length);
+  while (tp.free > 0) {
+    let outside: NodeState | null = null;
+    const sources: NodeState[] = [];
+    const receivers: NodeState[] = [];
+    for (const n of st.nodes) {
+      if (!st.stays(n)) continue;
+      const up = meter.beyond(n, -1);
+      const down = meter.beyond(n, 1);
+      above[n.index] = up;
+      below[n.index] = down;
+      exc[n.index] = meter.copyExcess(n);
+      if (exc[n.index]! > 0 && (outside === null || exc[n.index]! > exc[outside.index]!)) outside = n;
+      if (up > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
+      if (down > 0 && tp.receiverOk(n)) receivers.push(n);
+    }
+    if (outside === null) return;
+    // Outside a band first, then the furthest from the shares.
+    const order = (side: Float64Array) => (a: NodeState, b: NodeState) => Number(exc[b.index]! > 0) - Number(exc[a.index]! > 0) || side[b.index]! - side[a.index]!;
+    sources.sort(order(above));
+    receivers.sort(order(below));
+    const rs = receivers.slice(0, BAND_NODES);
+    let best: BandCandidate | null = null;
+    for (const s of sources.slice(0, BAND_NODES)) {
+      const ds = tp.dev(s);
+      for (const p of s.parts) {
+        if (st.owner[p] === s.index || !st.isFollower(p, s.index) || tp.ctx.moved.get(p)?.has(s.index)) continue;
+        if (!tp.partFree(p)) {
+          tp.notePinned(p);
+          continue;
+        }
+        const dS = ds + st.copyDelta(p, s, false, -1);
+        if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
+        const lose = exc[s.index]! - meter.copyExcess(s, p, -1);
+        for (const r of rs) {
+          if (r.index === s.index) continue;
+          const gain = lose + exc[r.index]! - meter.copyExcess(r, p, 1);
+          if (gain < minImprovement || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
+          const dr = tp.dev(r);
+          if (Math.abs(dr + st.copyDelta(p, r, false, 1)) > Math.max(t, Math.abs(dr)) || !tp.keepsBands(p, s, r) || !tp.canReceive(p, r, s)) continue;
+          const cooled = tp.stepCooldown(p, s, r);
+          if (cooled !== null) {
+            tp.hold(cooled);
+            continue;
+          }
+          const bytes = st.bytesTo(p, r.index);
+          if (best === null || cheaper(bytes, gain, best)) best = { p, s, r, gain, bytes };
+        }
+      }
+    }
+    if (best === null) {
+      const worst = dimensionReport(st, bands).find((r) => !r.inside && r.dimension !== 'owned');
+      const why = tp.held === null ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules' : `no follower move can start: ${tp.held}`;
+      if (worst !== undefined) tp.bandsBlocked = `${bandWords(worst)}: ${why}${tp.pinNote()}`;
+      return;
+    }
+    const { p, s, r, gain } = best;
+    const words = (n: NodeState) => dimensionWords(st, bands, n);
+    tp.followerMove(p, s, r, `bands: ${s.id} (${words(s)}) sheds to ${r.id} (${words(r)}): their excess outside the bands falls by ${gain.toFixed(3)}`);
+  }
+}
+
+/** Fewer bytes per unit of excess removed; within a tenth of each other, the larger gain (fewer moves). */
+function cheaper(bytes: number, gain: number, best: BandCandidate): boolean {
+  const mine = bytes * best.gain;
+  const theirs = best.bytes * gain;
+  if (mine < 0.9 * theirs) return true;
+  if (mine > 1.1 * theirs) return false;
+  return gain > best.gain;
+}
+
+/** A node's deviation from its share in each dimension a follower copy moves: "replicas +14%, disk -31%, traffic +2%". */
+function dimensionWords(st: ClusterState, bands: Bands, n: NodeState): string {
+  return MOVED.map((d) => {
+    const b = bandOf(st, bands, n, d);
+    return `${d} ${b.share > 0 ? `${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : 'n/a'}`;
+  }).join(', ');
+}
+
