@@ -55,10 +55,12 @@ export function drain(tp: TickPlanner): void {
 }
 
 /**
- * The least loaded node that may take p's copy from d (`fits`: the zone rule of a move, unless told otherwise); a
- * retained copy wins when taking it keeps the node within the threshold.
+ * The least loaded node that may take a new copy of p in place of the one on d, a draining or a lost node: in a
+ * zone holding the fewest of p's other copies among those that could take one (`canAdd`), so zones narrow where
+ * the copy goes, never whether. A retained copy wins when taking it keeps the node within the threshold.
  */
-export function drainTarget(tp: TickPlanner, p: number, d: NodeState, fits = (r: NodeState) => tp.canReceive(p, r, d)): NodeState | null {
+export function drainTarget(tp: TickPlanner, p: number, d: NodeState): NodeState | null {
+  const fits = (r: NodeState) => tp.canAdd(p, r, d);
   const t = tp.ctx.config.threshold;
   for (const rn of tp.st.retainedAt(p)?.keys() ?? []) {
     const r = tp.st.nodes[rn]!;

@@ -32,7 +32,7 @@ export function repair(tp: TickPlanner): void {
       tp.blocked ??= `repair of ${st.id(p)} (${why}) waits: ${busy}`;
       continue;
     }
-    const to = drainTarget(tp, p, l, (r) => tp.canAdd(p, r, l));
+    const to = drainTarget(tp, p, l);
     if (to === null) {
       tp.blocked ??= `repair of ${st.id(p)} (${why}): no node can take a new copy now (transfer limits, zones, copies already there)`;
       continue;

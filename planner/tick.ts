@@ -218,17 +218,17 @@ export class TickPlanner {
   }
 
   /**
-   * A new copy of p may go to `to` in place of the one on `lost` (a repair): into a zone holding no more of p's other
-   * copies than any zone with a node that could take one. Unlike a move's rule, the lost copy's zone gets no say
-   * once it has no such node: a zone whose only node was lost leaves the copy to the next emptiest zone, rather than
-   * the partition a copy short for good.
+   * A new copy of p may go to `to` in place of the one on `gone` (a repair of a lost copy, or a drain): into a zone
+   * holding no more of p's other copies than any zone with a node that could take one. Unlike a move's rule, the
+   * zone the copy leaves gets no say once it has no such node: a zone whose only node was lost or drains leaves the
+   * copy to the next emptiest zone, rather than the partition a copy short for good or the drain stuck.
    */
-  canAdd(p: number, to: NodeState, lost: NodeState): boolean {
+  canAdd(p: number, to: NodeState, gone: NodeState): boolean {
     const st = this.st;
     if (st.holds(p, to.index) || this.ctx.moved.get(p)?.has(to.index)) return false;
     const inZone = (zone: string): number => {
       let c = 0;
-      for (let i = p * st.stride, e = i + st.copyCount[p]!; i < e; i++) if (st.copyNode[i] !== lost.index && st.nodes[st.copyNode[i]!]!.zone === zone) c++;
+      for (let i = p * st.stride, e = i + st.copyCount[p]!; i < e; i++) if (st.copyNode[i] !== gone.index && st.nodes[st.copyNode[i]!]!.zone === zone) c++;
       return c;
     };
     const mine = inZone(to.zone);

@@ -21,30 +21,26 @@ export function streamsOn(topology: Topology, node: string): string[] {
 }
 
 /**
- * The zones a copy of `p` on `node` may go to under the planner's zone rule (`canReceive`): no zone gets more of
- * p's counted copies (owner and followers) than the zone the copy leaves keeps. A change in flight (a learner, a
- * leaving copy) is left out: it ends with the partition at its replication factor again, and the drain waits for it.
+ * The nodes a copy of `p` on `node` may go to: live, not draining, holding no copy of p, in a zone holding the
+ * fewest of p's other counted copies (owner and followers) among the zones with such a node, as the planner's drain
+ * chooses (`canAdd`). Zones narrow where a copy goes, never whether: a zone's only node drains into the emptiest
+ * zones left, so copies spread as evenly as the nodes left allow (the rule of an increase). A change in flight (a
+ * learner, a leaving copy) is left out: it ends with the partition at its replication factor again, and the drain
+ * waits for it.
  */
-function zonesFor(topology: Topology, p: Partition, node: string): Set<string> {
+function roomFor(topology: Topology, p: Partition, node: string): Topology['nodes'] {
+  const others = holders(p);
+  const open = topology.nodes.filter((n) => n.id !== node && n.live && !n.draining && !others.includes(n.id));
   const zoneOf = new Map(topology.nodes.map((n) => [n.id, n.zone]));
   const counted = [p.owner, ...p.followers].filter((n) => n !== node).map((n) => zoneOf.get(n));
-  const inZone = (z: string | undefined) => counted.filter((c) => c === z).length;
-  const keeps = inZone(zoneOf.get(node));
-  return new Set([...new Set(zoneOf.values())].filter((z) => inZone(z) <= keeps));
-}
-
-/** The nodes a copy of `p` on `node` may go to: live, not draining, holding no copy of p, in a zone the rule allows. */
-function roomFor(topology: Topology, p: Partition, node: string): Topology['nodes'] {
-  const zones = zonesFor(topology, p, node);
-  const others = holders(p);
-  return topology.nodes.filter((n) => n.id !== node && n.live && !n.draining && !others.includes(n.id) && zones.has(n.zone));
+  const inZone = (z: string) => counted.filter((c) => c === z).length;
+  const fewest = Math.min(...open.map((n) => inZone(n.zone)));
+  return open.filter((n) => inZone(n.zone) === fewest);
 }
 
 /**
  * Refuse a drain up front: an unknown node; a copy that cannot move (a stream), unless the drain empties the
- * queues only; an owned partition without a follower to take the owner role; or copies with nowhere to go. A
- * copy can go to a live node that is not draining and holds no copy of its partition, in a zone the planner's zone
- * rule allows (`zonesFor`), so with more than one zone in the cluster shortfalls are counted per zone.
+ * queues only; an owned partition without a follower to take the owner role; or copies with nowhere to go (`roomFor`).
  */
 export function checkDrain(topology: Topology, node: string, queuesOnly = false): DrainCheck {
   const known = topology.nodes.map((n) => n.id);
@@ -61,8 +57,6 @@ export function checkDrain(topology: Topology, node: string, queuesOnly = false)
         `so the drain could never end; drain with --queues-only (queuesOnly: true) to move every queue copy off ${node} and leave the streams there`,
     };
   }
-  const zoneOf = new Map(topology.nodes.map((n) => [n.id, n.zone]));
-  const zoned = new Set(zoneOf.values()).size > 1;
   const held = topology.partitions.filter((p) => !unmovable(p) && holders(p).includes(node));
 
   const ownerless = held.filter((p) => p.owner === node && p.followers.length === 0).map((p) => p.id);
@@ -74,22 +68,14 @@ export function checkDrain(topology: Topology, node: string, queuesOnly = false)
     };
   }
 
-  const shortBy = new Map<string, number>();
-  let short = 0;
-  for (const p of held) {
-    if (roomFor(topology, p, node).length > 0) continue;
-    short++;
-    const zone = zoned ? [...zonesFor(topology, p, node)].sort().join('/') : '';
-    shortBy.set(zone, (shortBy.get(zone) ?? 0) + 1);
-  }
+  const short = held.filter((p) => roomFor(topology, p, node).length === 0).length;
   if (short === 0) return { ok: true };
-  const perZone = zoned ? `; short per zone: ${[...shortBy].map(([z, n]) => `${z} ${n}`).join(', ')} (no zone may get more copies of a partition than the zone its copy leaves)` : '';
   return {
     ok: false,
     code: 'not_enough_room',
     message:
       `the other nodes cannot hold every copy on ${node}: ${short} of its ${held.length} copies have nowhere to go ` +
-      `(no live node that is not draining and holds no copy of the partition${zoned ? ' in a zone the zone rule allows' : ''})${perZone}; add nodes first`,
+      `(no live node that is not draining and holds no copy of the partition); add nodes first`,
   };
 }
 
@@ -197,10 +183,9 @@ export function drainBlockers(
     }
     const room = roomFor(topology, p, node);
     if (room.length === 0) {
-      const zones = new Set(topology.nodes.map((n) => n.zone)).size > 1;
       const gone = topology.nodes.filter((n) => !n.live && !copies.includes(n.id)).map((n) => n.id);
-      const what = `${zones ? 'add a node in a zone no other copy of the partition is in' : 'add a node'}${gone.length > 0 ? `, or bring ${nameNodes(gone)} back` : ''}`;
-      add(p.id, `no node can take the copy: every live node that is not draining holds a copy of the partition${zones ? ' or is in a zone another copy is in (no zone may get more copies of a partition than the zone its copy leaves)' : ''}${never(what)}`, false);
+      const what = `add a node${gone.length > 0 ? `, or bring ${nameNodes(gone)} back` : ''}`;
+      add(p.id, `no node can take the copy: every live node that is not draining holds a copy of the partition${never(what)}`, false);
       continue;
     }
     if (handingOff) continue;

@@ -178,23 +178,19 @@ describe('checkDrain: refused up front', () => {
     const t = topology([node('n1'), node('n2'), node('n3'), node('n4', { live: false }), node('n5', { draining: true })], [partition('q-1', 'n2', ['n1', 'n3'])]);
     expect(checkDrain(t, 'n1')).toMatchObject({ ok: false, code: 'not_enough_room' });
   });
-  it('with zones, counts the shortfall per zone: copies of one partition stay in distinct zones', () => {
+  it("with zones, drains a zone's only node into the emptiest zones left: zones narrow where a copy goes, never whether", () => {
     const zoned = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'c' }), node('n4', { zone: 'b' }), node('n5', { zone: 'c' })];
     const t = topology(zoned, [partition('q-1', 'n1', ['n2', 'n3']), partition('q-2', 'n2', ['n1', 'n3']), partition('q-3', 'n2', ['n3'])]);
-    const check = checkDrain(t, 'n1');
-    expect(check).toMatchObject({ ok: false, code: 'not_enough_room' });
-    expect(!check.ok && check.message).toMatch(/2 of its 2 copies have nowhere to go .*short per zone: a 2/);
-    expect(checkDrain(t, 'n3')).toEqual({ ok: true });
-  });
-  it("follows the planner's zone rule: a copy may go to a zone holding no more of the partition than the zone it leaves keeps", () => {
-    const q1 = [partition('q-1', 'n1', ['n2', 'n3'])];
-    // n2 and n3 both in b: n2's copy may go to a, which keeps one copy as b does, so n4 takes it.
-    const ab = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'b' }), node('n4', { zone: 'a' })];
-    expect(checkDrain(topology(ab, q1), 'n2')).toEqual({ ok: true });
-    // n1's copy may not go to b, which has two: only to a, and with no other node in a it has nowhere to go.
+    expect(checkDrain(t, 'n1')).toEqual({ ok: true });
+    // Every zone left full of q-1's copies: 3 copies over b and c, 2 and 1.
     const bbb = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'b' }), node('n5', { zone: 'b' })];
-    expect(checkDrain(topology(bbb, q1), 'n1')).toMatchObject({ ok: false, code: 'not_enough_room', message: expect.stringMatching(/short per zone: a 1/) });
-    expect(checkDrain(topology(bbb, q1), 'n2')).toEqual({ ok: true });
+    expect(checkDrain(topology(bbb, [partition('q-1', 'n1', ['n2', 'n3'])]), 'n1')).toEqual({ ok: true });
+  });
+  it('with zones, refuses only when the nodes run out, not the zones', () => {
+    const zoned = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'c' })];
+    const check = checkDrain(topology(zoned, [partition('q-1', 'n1', ['n2', 'n3'])]), 'n1');
+    expect(check).toMatchObject({ ok: false, code: 'not_enough_room' });
+    expect(!check.ok && check.message).toMatch(/1 of its 1 copies have nowhere to go \(no live node that is not draining and holds no copy of the partition\); add nodes first/);
   });
   it('does not count a change in flight as a copy that stays: a move leaving the node needs no room elsewhere', () => {
     const zoned = [node('n1', { zone: 'a' }), node('n2', { zone: 'b' }), node('n3', { zone: 'c' }), node('n4', { zone: 'a' }), node('n5', { zone: 'b' })];
