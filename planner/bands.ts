@@ -46,17 +46,28 @@ export function loadOf(n: NodeState, d: Dimension | GuardDimension): number {
   }
 }
 
+/** The band setting a dimension is held to: the traffic band holds each of its two parts too. */
+function setting(bands: Bands, d: Dimension | GuardDimension): number {
+  return bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
+}
+
 /** Node n's band in dimension d (its share and the half width around it), from the cluster's total per capacity. */
 export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension, load = loadOf(n, d)): Band {
   const share = st.perCap[d] * n.cap;
-  const half = Math.max(bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d] * share, unit(st, d));
+  const half = Math.max(setting(bands, d) * share, unit(st, d));
   return { load, share, low: share - half, high: share + half };
 }
 
-/** How far a load lies outside its band, as a fraction of the share (0 inside): dimensions compare on one scale. */
+/**
+ * How far `load` lies outside the band `share` ± `half`, as a fraction of the share (0 inside, and where there is
+ * no share): dimensions compare on one scale.
+ */
+function outside(load: number, share: number, half: number): number {
+  return share <= 0 ? 0 : Math.max(0, load - share - half, share - half - load) / share;
+}
+
 export function excess(b: Band): number {
-  if (b.share <= 0) return 0;
-  return Math.max(0, b.load - b.high, b.low - b.load) / b.share;
+  return outside(b.load, b.share, b.high - b.share);
 }
 
 /** The dimensions a follower copy moves, as the band step weighs and names them. */
@@ -65,6 +76,8 @@ export const MOVED = ['replicas', 'disk', 'publishes'] as const;
 /** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
 const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
 const [REPLICAS, OWNED, DISK, TRAFFIC, PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
+/** The dimensions a follower copy moves, by index, as operators see them (traffic whole). */
+const COPY_DIMENSIONS = [REPLICAS, DISK, TRAFFIC] as const;
 
 /**
  * The bands of one planning pass as numbers, for the inner loops of the search: per dimension its share per
@@ -94,7 +107,7 @@ export class BandMeter {
     this.surplus = new Float64Array(2 * st.nodes.length);
     ALL.forEach((d, i) => {
       this.share[i] = st.perCap[d];
-      this.frac[i] = bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
+      this.frac[i] = setting(bands, d);
       this.floor[i] = unit(st, d);
     });
   }
@@ -102,9 +115,7 @@ export class BandMeter {
   /** How far load x of node n lies outside its band in dimension i, as a fraction of its share (0 inside). */
   private excess(n: NodeState, i: number, x: number): number {
     const share = this.share[i]! * n.cap;
-    if (share <= 0) return 0;
-    const half = Math.max(this.frac[i]! * share, this.floor[i]!);
-    return Math.max(0, x - share - half, share - half - x) / share;
+    return outside(x, share, Math.max(this.frac[i]! * share, this.floor[i]!));
   }
 
   /** (x - share)² / share² of node n in dimension i: squared, so a step nearer every share beats one overshooting one. */
@@ -174,19 +185,21 @@ export class BandMeter {
 
   /** Node n changed: the copies it should take and give, from its gaps to its shares spread over the copies (at least one). */
   note(n: NodeState): void {
-    const pub = n.traffic - n.deliveries;
-    const reps = n.owned + n.followed;
-    for (const [out, sign] of [[this.lack, 1], [this.surplus, -1]] as const) {
-      const copies = Math.max(1, this.gap(n, REPLICAS, reps, sign));
-      out[2 * n.index] = this.gap(n, DISK, n.bytes, sign) / copies;
-      out[2 * n.index + 1] = this.gap(n, PUBLISHES, pub, sign) / copies;
-    }
+    // Plain calls, no loop over small arrays or closures: this runs for both nodes of every proposal.
+    this.noteSide(n, this.lack, 1);
+    this.noteSide(n, this.surplus, -1);
+  }
+
+  private noteSide(n: NodeState, out: Float64Array, sign: 1 | -1): void {
+    const copies = Math.max(1, this.gap(n, REPLICAS, n.owned + n.followed, sign));
+    out[2 * n.index] = this.gap(n, DISK, n.bytes, sign) / copies;
+    out[2 * n.index + 1] = this.gap(n, PUBLISHES, n.traffic - n.deliveries, sign) / copies;
   }
 
   /** Summed over the dimensions a copy moves, how far node n is below (sign 1) or above (-1) its shares, in shares. */
   beyond(n: NodeState, sign: 1 | -1): number {
     let sum = 0;
-    for (const i of [REPLICAS, DISK, TRAFFIC]) {
+    for (const i of COPY_DIMENSIONS) {
       const share = this.share[i]! * n.cap;
       if (share > 0) sum += this.gap(n, i, i === REPLICAS ? n.owned + n.followed : i === DISK ? n.bytes : n.traffic, sign) / share;
     }
@@ -209,8 +222,12 @@ export class BandMeter {
   /** How much nearer their shares in owner roles and deliveries handing p's owner role from s to d brings the pair. */
   roleNearer(p: number, s: NodeState, d: NodeState): number {
     const del = this.st.del[p]!;
-    const at = (n: NodeState, k: number) => this.dist(n, OWNED, n.owned + k) + this.dist(n, DELIVERIES, n.deliveries + k * del);
-    return at(s, 0) + at(d, 0) - at(s, -1) - at(d, 1);
+    return this.roleDist(s, 0, del) + this.roleDist(d, 0, del) - this.roleDist(s, -1, del) - this.roleDist(d, 1, del);
+  }
+
+  /** Node n's distance to its shares in owner roles and deliveries with k owner roles of `del` deliveries added. */
+  private roleDist(n: NodeState, k: number, del: number): number {
+    return this.dist(n, OWNED, n.owned + k) + this.dist(n, DELIVERIES, n.deliveries + k * del);
   }
 }
 
