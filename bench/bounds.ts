@@ -1,25 +1,35 @@
 /**
  * The lower bounds of the planner bench (docs/benchmarks.md, "planner"): pure functions over, for each node
- * whose score must change, how much it must change (`need`) and the copies it could take or give (one per
- * partition: its score change and its bytes at the cheapest source). Every bound ignores that one copy cannot
- * serve two nodes, so each is a lower bound for any plan.
+ * outside a band, how much it must change in each dimension (`need`) and the copies it could take or give (one per
+ * partition: its change in that dimension and its bytes at the cheapest source). A node's copies must meet all its
+ * needs at once, so its bound is the largest of its dimensions'. Every bound ignores that one copy cannot serve two
+ * nodes, so each is a lower bound for any plan.
  */
 export interface Copy {
   delta: number;
   bytes: number;
 }
 
+/** One dimension of a node: how much it must change, and what each copy it could take or give changes. */
 export interface NodeNeed {
   need: number;
   copies: Copy[];
 }
+
+/** A node's needs, one per dimension it lies outside, met by the same copies. */
+export type NodeNeeds = NodeNeed[];
 
 const EPS = 1e-12;
 
 /** Copies that change the score at all; a node that cannot be fixed is assumed to take every one of them. */
 const useful = (n: NodeNeed): Copy[] => n.copies.filter((c) => c.delta > EPS);
 
-/** Fewest copies that cover the need: the largest score changes first. */
+/** Fewest copies that cover every need of a node: the largest of its dimensions'. */
+export function nodeMoves(dims: NodeNeeds): number {
+  return Math.max(0, ...dims.map(fewestMoves));
+}
+
+/** Fewest copies that cover one need: the largest changes first. */
 export function fewestMoves(n: NodeNeed): number {
   let moves = 0;
   let got = 0;
@@ -66,12 +76,22 @@ function bytesByMoves(n: NodeNeed): { kmin: number; kmax: number; f: (k: number)
 }
 
 /**
- * Fewest bytes that cover the need with whole copies: the least f(k) over the counts k a plan can have. At μ = 0
- * it is the fractional knapsack by bytes per unit of score; the other prices make it whole copies' worth (a node
- * that needs 66.7 copies of equal score change takes 67, not two-thirds of the last).
+ * A node's bound on the bytes of k whole copies meeting all its needs: the largest of its dimensions' f(k), from
+ * the most of their fewest moves up to every copy. A maximum of convex functions, so convex too.
  */
-export function fewestBytes(n: NodeNeed): number {
-  const c = bytesByMoves(n);
+function nodeCurve(dims: NodeNeeds): { kmin: number; kmax: number; f: (k: number) => number } {
+  const cs = dims.map(bytesByMoves);
+  const kmin = Math.max(0, ...cs.map((c) => c.kmin));
+  return { kmin, kmax: Math.max(kmin, ...cs.map((c) => c.kmax)), f: (k) => Math.max(0, ...cs.map((c) => c.f(k))) };
+}
+
+/**
+ * Fewest bytes that meet a node's needs with whole copies: the least f(k) over the counts k a plan can have. At
+ * μ = 0 it is the fractional knapsack by bytes per unit of change; the other prices make it whole copies' worth (a
+ * node that needs 66.7 copies of equal change takes 67, not two-thirds of the last).
+ */
+export function fewestBytes(dims: NodeNeeds): number {
+  const c = nodeCurve(dims);
   let best = c.f(c.kmin);
   for (let k = c.kmin + 1; k <= c.kmax; k++) {
     const b = c.f(k);
@@ -88,9 +108,9 @@ interface Curve {
   k: number;
 }
 
-function curves(nodes: NodeNeed[]): Curve[] {
+function curves(nodes: NodeNeeds[]): Curve[] {
   return nodes.map((n) => {
-    const c = bytesByMoves(n);
+    const c = nodeCurve(n);
     return { ...c, k: c.kmin };
   });
 }
@@ -112,7 +132,7 @@ function bestStep(cs: Curve[]): { c: Curve; saves: number } | undefined {
  * most bytes, until the bytes fit; exact for the relaxation because every step costs one move and the savings
  * only fall along each node. Infinity when no plan fits.
  */
-export function fewestMovesWithinBytes(nodes: NodeNeed[], bytesCap: number): number {
+export function fewestMovesWithinBytes(nodes: NodeNeeds[], bytesCap: number): number {
   const cs = curves(nodes);
   let moves = cs.reduce((a, c) => a + c.k, 0);
   let bytes = cs.reduce((a, c) => a + c.f(c.k), 0);
@@ -128,7 +148,7 @@ export function fewestMovesWithinBytes(nodes: NodeNeed[], bytesCap: number): num
 }
 
 /** The mirror: fewest bytes of any plan with at most `movesCap` moves (the same relaxation). Infinity when none. */
-export function fewestBytesWithinMoves(nodes: NodeNeed[], movesCap: number): number {
+export function fewestBytesWithinMoves(nodes: NodeNeeds[], movesCap: number): number {
   const cs = curves(nodes);
   let spare = movesCap - cs.reduce((a, c) => a + c.k, 0);
   if (spare < 0) return Infinity;

@@ -4,25 +4,29 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, type NodeNeed } from '../../bench/bounds';
+import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, nodeMoves, type NodeNeed, type NodeNeeds } from '../../bench/bounds';
 
 const RUNS = 300;
 
-/** Per node, every whole plan: for each count of copies, the fewest bytes of a subset of that size covering the need. */
-function plansOf(n: NodeNeed): Map<number, number> {
-  const useful = n.copies.filter((c) => c.delta > 1e-12);
+/**
+ * Per node, every whole plan: for each count of copies, the fewest bytes of a subset of that size covering every
+ * need. The dimensions of a node list the same copies in the same order (their bytes alike, their changes not).
+ */
+function plansOf(dims: NodeNeeds): Map<number, number> {
   const out = new Map<number, number>();
-  for (let mask = 0; mask < 1 << useful.length; mask++) {
-    const chosen = useful.filter((_, i) => mask & (1 << i));
-    if (chosen.reduce((a, c) => a + c.delta, 0) < n.need - 1e-12) continue;
-    const bytes = chosen.reduce((a, c) => a + c.bytes, 0);
-    out.set(chosen.length, Math.min(out.get(chosen.length) ?? Infinity, bytes));
+  const copies = dims[0]!.copies;
+  for (let mask = 0; mask < 1 << copies.length; mask++) {
+    const chosen = (d: NodeNeed) => d.copies.filter((_, i) => mask & (1 << i));
+    if (dims.some((d) => chosen(d).reduce((a, c) => a + c.delta, 0) < d.need - 1e-12)) continue;
+    const picked = chosen(dims[0]!);
+    const bytes = picked.reduce((a, c) => a + c.bytes, 0);
+    out.set(picked.length, Math.min(out.get(picked.length) ?? Infinity, bytes));
   }
   return out;
 }
 
 /** Across nodes: total moves -> fewest total bytes of a whole plan with that many moves. */
-function exact(nodes: NodeNeed[]): Map<number, number> {
+function exact(nodes: NodeNeeds[]): Map<number, number> {
   let acc = new Map([[0, 0]]);
   for (const n of nodes) {
     const next = new Map<number, number>();
@@ -33,26 +37,35 @@ function exact(nodes: NodeNeed[]): Map<number, number> {
   return acc;
 }
 
-const exactMovesWithin = (nodes: NodeNeed[], cap: number): number => Math.min(...[...exact(nodes)].filter(([, b]) => b <= cap + 1e-9).map(([m]) => m));
-const exactBytesWithin = (nodes: NodeNeed[], cap: number): number => Math.min(...[...exact(nodes)].filter(([m]) => m <= cap).map(([, b]) => b));
+const exactMovesWithin = (nodes: NodeNeeds[], cap: number): number => Math.min(...[...exact(nodes)].filter(([, b]) => b <= cap + 1e-9).map(([m]) => m));
+const exactBytesWithin = (nodes: NodeNeeds[], cap: number): number => Math.min(...[...exact(nodes)].filter(([m]) => m <= cap).map(([, b]) => b));
 
-/** 1-3 nodes of 1-6 copies each, every need reachable by taking all of a node's copies. */
-const nodesArb: fc.Arbitrary<NodeNeed[]> = fc.array(
+/**
+ * 1-3 nodes of 1-6 copies each, outside 1 or 2 dimensions (as a joining node lacks replicas and disk), every need
+ * reachable by taking all of a node's copies.
+ */
+const nodesArb: fc.Arbitrary<NodeNeeds[]> = fc.array(
   fc
     .record({
-      copies: fc.array(fc.record({ delta: fc.integer({ min: 1, max: 100 }).map((d) => d / 100), bytes: fc.integer({ min: 1, max: 1000 }) }), { minLength: 1, maxLength: 6 }),
-      share: fc.integer({ min: 1, max: 100 }),
+      dims: fc.integer({ min: 1, max: 2 }),
+      copies: fc.array(fc.record({ deltas: fc.tuple(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 100 })), bytes: fc.integer({ min: 1, max: 1000 }) }), { minLength: 1, maxLength: 6 }),
+      shares: fc.tuple(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 100 })),
     })
-    .map(({ copies, share }) => ({ copies, need: (copies.reduce((a, c) => a + c.delta, 0) * share) / 100 })),
+    .map(({ dims, copies, shares }) =>
+      Array.from({ length: dims }, (_, j): NodeNeed => {
+        const mine = copies.map((c) => ({ delta: c.deltas[j]! / 100, bytes: c.bytes }));
+        return { copies: mine, need: (mine.reduce((a, c) => a + c.delta, 0) * shares[j]!) / 100 };
+      }),
+    ),
   { minLength: 1, maxLength: 3 },
 );
 
 /** A cap factor of the separate bound: 1 (no slack) to 3. */
 const factorArb = fc.integer({ min: 100, max: 300 }).map((f) => f / 100);
 
-type Bound = (nodes: NodeNeed[], cap: number) => number;
+type Bound = (nodes: NodeNeeds[], cap: number) => number;
 
-const sum = (nodes: NodeNeed[], f: (n: NodeNeed) => number): number => nodes.reduce((a, n) => a + f(n), 0);
+const sum = (nodes: NodeNeeds[], f: (n: NodeNeeds) => number): number => nodes.reduce((a, n) => a + f(n), 0);
 
 function holdsForMoves(bound: Bound): boolean {
   return !fc.check(
@@ -67,7 +80,7 @@ function holdsForMoves(bound: Bound): boolean {
 function holdsForBytes(bound: Bound): boolean {
   return !fc.check(
     fc.property(nodesArb, factorArb, (nodes, factor) => {
-      const cap = Math.floor(sum(nodes, fewestMoves) * factor);
+      const cap = Math.floor(sum(nodes, nodeMoves) * factor);
       return bound(nodes, cap) <= exactBytesWithin(nodes, cap) + 1e-6;
     }),
     { numRuns: RUNS, seed: 11 },
@@ -75,12 +88,13 @@ function holdsForBytes(bound: Bound): boolean {
 }
 
 describe('bench lower bounds', () => {
-  it('the separate bounds: fewest moves is exact for one node, fewest bytes never above the cheapest whole plan', () => {
+  it('the separate bounds: fewest moves is exact for one dimension and never above the fewest for several, fewest bytes never above the cheapest whole plan', () => {
     fc.assert(
       fc.property(nodesArb, (nodes) => {
         for (const n of nodes) {
           const plans = plansOf(n);
-          expect(fewestMoves(n)).toBe(Math.min(...plans.keys()));
+          if (n.length === 1) expect(nodeMoves(n)).toBe(Math.min(...plans.keys()));
+          else expect(nodeMoves(n)).toBeLessThanOrEqual(Math.min(...plans.keys()));
           expect(fewestBytes(n)).toBeLessThanOrEqual(Math.min(...plans.values()) * (1 + 1e-6));
         }
       }),
@@ -91,7 +105,7 @@ describe('bench lower bounds', () => {
   it('with no cap the joint bounds are the separate ones', () => {
     fc.assert(
       fc.property(nodesArb, (nodes) => {
-        expect(fewestMovesWithinBytes(nodes, Infinity)).toBe(sum(nodes, fewestMoves));
+        expect(fewestMovesWithinBytes(nodes, Infinity)).toBe(sum(nodes, nodeMoves));
         expect(fewestBytesWithinMoves(nodes, Infinity)).toBeCloseTo(sum(nodes, fewestBytes), 6);
       }),
       { numRuns: RUNS, seed: 11 },
@@ -105,28 +119,40 @@ describe('bench lower bounds', () => {
 
   it('a wrong bound fails the same properties (the properties can fail)', () => {
     // The moves of the fewest-bytes plan rounded up: a plan, not a bound, so above the optimum when a few large copies fit the cap.
-    const bytesPlanMoves: Bound = (nodes) => sum(nodes, (n) => Math.ceil(n.copies.length * (fewestBytes(n) / n.copies.reduce((a, c) => a + c.bytes, 0))) || fewestMoves(n));
+    const bytesPlanMoves: Bound = (nodes) => sum(nodes, (n) => Math.ceil(n[0]!.copies.length * (fewestBytes(n) / n[0]!.copies.reduce((a, c) => a + c.bytes, 0))) || nodeMoves(n));
     expect(holdsForMoves(bytesPlanMoves)).toBe(false);
     // Whole copies at the fewest moves' prices, no fractions: the bytes of one plan, above the optimum when a cheaper set of the same size exists.
-    const largestFirstBytes: Bound = (nodes) => sum(nodes, (n) => [...n.copies].sort((a, b) => b.delta - a.delta).slice(0, fewestMoves(n)).reduce((a, c) => a + c.bytes, 0));
+    const largestFirstBytes: Bound = (nodes) => sum(nodes, (n) => [...n[0]!.copies].sort((a, b) => b.delta - a.delta).slice(0, nodeMoves(n)).reduce((a, c) => a + c.bytes, 0));
     expect(holdsForBytes(largestFirstBytes)).toBe(false);
   });
 
   it('whole copies: a need of 2.25 copies of equal score change takes 3 of them, not a quarter of the third', () => {
     const node: NodeNeed = { need: 0.9, copies: Array.from({ length: 4 }, () => ({ delta: 0.4, bytes: 10 })) };
     expect(fewestMoves(node)).toBe(3);
-    expect(fewestBytes(node)).toBeCloseTo(30, 6);
+    expect(fewestBytes([node])).toBeCloseTo(30, 6);
   });
 
   it('skewed sizes: one hot copy fixes the node alone, four cold ones fix it for 40% of its bytes', () => {
     const node: NodeNeed = { need: 1, copies: [{ delta: 1, bytes: 100 }, ...Array.from({ length: 4 }, () => ({ delta: 0.25, bytes: 10 }))] };
     expect(fewestMoves(node)).toBe(1);
-    expect(fewestBytes(node)).toBeCloseTo(40, 6);
+    expect(fewestBytes([node])).toBeCloseTo(40, 6);
     // No plan of at most 42 bytes has fewer than the four cold copies; no plan of one move has fewer than 100 bytes.
-    expect(fewestMovesWithinBytes([node], 42)).toBe(4);
-    expect(fewestBytesWithinMoves([node], 1)).toBeCloseTo(100, 6);
+    expect(fewestMovesWithinBytes([[node]], 42)).toBe(4);
+    expect(fewestBytesWithinMoves([[node]], 1)).toBeCloseTo(100, 6);
     // Any three copies cost 120 or more; the relaxation prices three at 60 (a third of the hot one), so at 60 it says 3, not 4.
-    expect(fewestMovesWithinBytes([node], 60)).toBe(3);
-    expect(exactMovesWithin([node], 60)).toBe(4);
+    expect(fewestMovesWithinBytes([[node]], 60)).toBe(3);
+    expect(exactMovesWithin([[node]], 60)).toBe(4);
+  });
+
+  it('a node short of replicas and of bytes: the copies must meet both, so its bounds are those of the one that needs more', () => {
+    // Two copies lacking, and 100 bytes: two small copies cover the count but not the bytes.
+    const copies = [{ bytes: 10 }, { bytes: 10 }, { bytes: 60 }, { bytes: 60 }];
+    const replicas: NodeNeed = { need: 2, copies: copies.map((c) => ({ delta: 1, bytes: c.bytes })) };
+    const disk: NodeNeed = { need: 100, copies: copies.map((c) => ({ delta: c.bytes, bytes: c.bytes })) };
+    expect(nodeMoves([replicas])).toBe(2);
+    expect(nodeMoves([replicas, disk])).toBe(2);
+    expect(fewestBytes([replicas])).toBeCloseTo(20, 6);
+    expect(fewestBytes([replicas, disk])).toBeGreaterThanOrEqual(100 - 1e-6);
+    expect(fewestBytes([replicas, disk])).toBeLessThanOrEqual(Math.min(...plansOf([replicas, disk]).values()));
   });
 });
