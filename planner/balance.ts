@@ -52,7 +52,7 @@ export function balanceFollowers(tp: TickPlanner): void {
     const above: NodeState[] = [];
     let smallestReceiver: NodeState | null = null;
     for (const n of tp.st.nodes) {
-      if (tp.receiverOk(n) && tp.recvDev(n) < 0) {
+      if (tp.receiverOk(n) && tp.copyRecvDev(n) < 0) {
         allReceivers.push(n);
         if (smallestReceiver === null || n.cap < smallestReceiver.cap) smallestReceiver = n;
       }
@@ -61,7 +61,7 @@ export function balanceFollowers(tp: TickPlanner): void {
     const sources = smallest(above, tp.devs, -1, SOURCES_PER_PROPOSAL);
     const receivers = smallest(allReceivers, tp.recvDevs, 1, SOURCES_PER_PROPOSAL);
     const over = sources.length > 0 && tp.dev(sources[0]!) > t;
-    if (sources.length === 0 || receivers.length === 0 || !tp.outsideBand(tp.dev(sources[0]!), tp.recvDev(receivers[0]!))) {
+    if (sources.length === 0 || receivers.length === 0 || !tp.outsideBand(tp.dev(sources[0]!), tp.copyRecvDev(receivers[0]!))) {
       tp.noteOutsideBand();
       return;
     }
@@ -103,7 +103,7 @@ export function balanceFollowers(tp: TickPlanner): void {
         const dS = ds + tp.st.copyDelta(p, s, false, -1);
         for (const rn of tp.st.retainedAt(p)?.keys() ?? []) {
           const r = tp.st.nodes[rn]!;
-          if (tp.receiverOk(r) && tp.recvDev(r) < 0 && tp.canReceive(p, r, s)) best = tp.better(best, p, s, r, ds, dS);
+          if (tp.receiverOk(r) && tp.copyRecvDev(r) < 0 && tp.canReceive(p, r, s)) best = tp.better(best, p, s, r, ds, dS);
         }
         let k = 0;
         for (const r of receivers) {
@@ -146,7 +146,7 @@ export function balanceOwners(tp: TickPlanner): void {
   const od = (n: NodeState): number => tp.st.ownedDev(n, mo);
   while (tp.free > 0) {
     const heavy = (n: NodeState): boolean => tp.dev(n) > t;
-    const sources = tp.st.nodes.filter((n) => tp.st.stays(n) && !tp.excluded(n) && (od(n) > 0 || tp.dev(n) > 0));
+    const sources = tp.st.nodes.filter((n) => tp.st.stays(n) && !tp.excluded(n) && (od(n) > -t || tp.dev(n) > 0));
     if (sources.length === 0) return;
     // Heavy nodes first, the heaviest first; then by owned partitions.
     sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? tp.dev(b) - tp.dev(a) : od(b) - od(a)));
@@ -180,7 +180,10 @@ export function balanceOwners(tp: TickPlanner): void {
             // A node above the band gives its owner roles to nodes below the mean only, as its copies would go.
             continue;
           } else {
-            if (a <= 0 || b >= 0 || !tp.outsideBand(a, b)) continue;
+            if (b >= 0 || !tp.outsideBand(a, b)) continue;
+            // A node below its owned band also takes from one at or below the mean that stays inside the band, as a
+            // node joining pulls copies: the followers it has may all be of partitions such nodes own.
+            if (a <= 0 && (a - 1 / (s.cap * mo) < -t || !tp.meter.ownsTooFew(d))) continue;
             imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(bAfter));
             // The totals must stay inside the band, or at least not spread further.
             if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;

@@ -141,12 +141,23 @@ export class BandMeter {
   copyExcess(n: NodeState, p = -1, sign: -1 | 0 | 1 = 0): number {
     const st = this.st;
     const k = sign === 0 ? 0 : sign;
-    // The bands operators see: traffic whole (a copy moves its publishes), not the guard's parts of it.
     return (
       this.excess(n, REPLICAS, n.owned + n.followed + k) +
       this.excess(n, DISK, n.bytes + (k === 0 ? 0 : k * st.bytes[p]!)) +
-      this.excess(n, TRAFFIC, n.traffic + (k === 0 ? 0 : k * st.pub[p]!))
+      this.excess(n, TRAFFIC, this.trafficAfterHandoffs(n, n.traffic + (k === 0 ? 0 : k * st.pub[p]!)))
     );
+  }
+
+  /**
+   * Node n's traffic `load` as the band step judges it: the deliveries it lacks or has beyond its share are left to
+   * the owner handoffs, which move them, as far as its band's edge (a node inside its traffic band stays inside). A
+   * node that owns nothing yet has little traffic, and copies sent to make up its deliveries would overfill it.
+   */
+  private trafficAfterHandoffs(n: NodeState, load: number): number {
+    const gap = this.share[DELIVERIES]! * n.cap - n.deliveries;
+    const share = this.share[TRAFFIC]! * n.cap;
+    const half = Math.max(this.frac[TRAFFIC]! * share, this.floor[TRAFFIC]!);
+    return gap > 0 ? Math.min(load + gap, Math.max(load, share + half)) : Math.max(load + gap, Math.min(load, share - half));
   }
 
   /** The band guard of a follower copy of p moving from s to r, in copies, bytes and publishes (see `keeps`). */
@@ -157,6 +168,11 @@ export class BandMeter {
       this.keeps(DISK, s, s.bytes, r, r.bytes, st.bytes[p]!) &&
       this.keeps(PUBLISHES, s, s.traffic - s.deliveries, r, r.traffic - r.deliveries, st.pub[p]!)
     );
+  }
+
+  /** Node n owns fewer partitions than its owned band allows. */
+  ownsTooFew(n: NodeState): boolean {
+    return n.owned < this.share[OWNED]! * n.cap && this.excess(n, OWNED, n.owned) > 0;
   }
 
   /** The band guard of p's owner role handed from s to d, each keeping its copy: owned and deliveries. */

@@ -509,6 +509,17 @@ export class ClusterState {
     return (sign * v) / (n.cap * this.wSum);
   }
 
+  /**
+   * How much node n's steady score would change were its owner roles at its share, the copies it holds the same:
+   * what owner handoffs bring it (above 0) or take (below 0), at the average deliveries per owned partition.
+   */
+  ownerGap(n: NodeState): number {
+    const { owned, deliveries } = this.perCap;
+    if (owned <= 0) return 0;
+    const w = this.w;
+    return ((owned * n.cap - n.owned) * (w.owned - w.followed + (w.traffic * deliveries) / owned)) / (n.cap * this.wSum);
+  }
+
   /** Change of a node's steady score when it becomes p's owner (sign 1) or stops being it (-1), keeping its copy. */
   roleDelta(p: number, n: NodeState, sign: 1 | -1): number {
     const w = this.w;

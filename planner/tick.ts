@@ -268,6 +268,15 @@ export class TickPlanner {
     return this.recvDevs[n.index]!;
   }
 
+  /**
+   * `recvDev` as the follower-move step judges a receiver: counting the owner roles it lacks as if the handoffs
+   * after the follower moves had brought them (`ownerGap`, never below 0). A node that owns nothing yet scores low
+   * on owner roles, and copies sent to make that up would take it past its replica band.
+   */
+  copyRecvDev(n: NodeState): number {
+    return this.recvDev(n) + Math.max(0, this.st.ownerGap(n));
+  }
+
   followerMove(p: number, from: NodeState, to: NodeState, reason: string): void {
     const bytes = this.st.bytesTo(p, to.index);
     this.st.followerMove(p, from.index, to.index);
@@ -298,7 +307,7 @@ export class TickPlanner {
   /** The better of `best` and moving p from s (deviation ds, dS after) to r. */
   better(best: Candidate | null, p: number, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
     const dr = this.dev(r);
-    if (!this.outsideBand(ds, this.recvDev(r))) return best;
+    if (!this.outsideBand(ds, this.copyRecvDev(r))) return best;
     // The fit first: it is cheap, and a copy that fits worse than the best so far loses before the costlier checks.
     const near = this.meter.copyFit(p, s, r);
     if (best !== null && near < best.near - NEAR_TOLERANCE) return best;

@@ -1,6 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { bandWords, DEFAULT_PLANNER_CONFIG, dimensionBands, planToConvergence, validatePlannerConfig } from '../../planner';
-import { applySteps, input, ring, topology } from './planner-topology';
+import { ClusterState } from '../../planner/state';
+import { afterSteps, applySteps, input, ring, topology } from './planner-topology';
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 const config = { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerCluster: 16 };
 const MB = 2 ** 20;
@@ -45,5 +50,22 @@ describe('per-dimension bands', () => {
     [{ traffic: Number.NaN }, /^bands\.traffic is NaN/],
   ])('refuses bands %j that would oscillate or mean nothing', (bands, message) => {
     expect(validatePlannerConfig({ ...config, bands })).toMatch(message);
+  });
+
+  it('a node joining empty takes copies up to its replica band and its owner roles by handoff, not copies in their place', () => {
+    // Ten nodes of 20 owned and 40 followed copies, one joins: its band is 51.8 to 57.3 copies (share 54.5 ± 5%).
+    const joined = () => {
+      const t = ring(10, 1, 20, 3, { historyBytes: 2 * MB, publishRate: 10, deliveryRate: 10 });
+      const plan = planToConvergence(input(t), config);
+      const moves = plan.steps.filter((s) => s.op === 'follower_move');
+      return { moves: moves.length, bands: dimensionBands(input(afterSteps(t, plan.steps)), config) };
+    };
+    const { moves, bands } = joined();
+    // The fewest copies that bring it inside its replica band (and every node inside every band).
+    expect(moves).toBe(52);
+    expect(bands.every((b) => b.inside)).toBe(true);
+    // With the owner roles it lacks counted as copies to make up, it takes more than its band needs.
+    vi.spyOn(ClusterState.prototype, 'ownerGap').mockReturnValue(0);
+    expect(joined().moves).toBeGreaterThan(52);
   });
 });

@@ -409,7 +409,8 @@ describe('planner plans pinned', () => {
    * the total score where no copy can move, a cooling node may still hand off owner roles, and lost copies count in
    * the mean: 1037 steps became 1024; per-dimension bands guard every step and copies are ranked by how they fit
    * what a node lacks: 1024 became 1069, and the ring of 40 with hot partitions 739 became 1064; a drain puts each copy
-   * in the emptiest zone that can take it, as a repair does: 1069 became 1067).
+   * in the emptiest zone that can take it, as a repair does: 1069 became 1067; a receiver's owner roles are left to
+   * handoffs, follower moves no longer making them up in copies: 1067 became 1064, and the ring 1064 became 1015).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -426,7 +427,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1067, sha: '76c40adb13ba1373e1e10234534ec16cf31f977291bebc03c68413f0ed264ff9' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1064, sha: '3c2410e452a2b81f2146009d42ba5be81654d53551fa1f7a17e3036d4d2a8acc' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
@@ -438,6 +439,6 @@ describe('planner plans pinned', () => {
       if (i % 11 === 0) q.retainedCopies = [{ node: `n${40 + (i % 4)}`, durableOffset: 0, removedAt: 0, retainedUntil: 1e12, bytesToCatchUp: 1000 * (i % 7) }];
     });
     const config = { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerCluster: 16 };
-    expect(digest([{ input: input(t), config }, { input: input(t, { draining: ['n3'] }), config }])).toEqual({ steps: 1064, sha: 'e4f12cf1288dc6fdf2b20fb5f4f921b0ed84dc1b9bf21156a75ace9efd2fc47f' });
+    expect(digest([{ input: input(t), config }, { input: input(t, { draining: ['n3'] }), config }])).toEqual({ steps: 1015, sha: 'b2540ebd3da13d0bb4aedea326a36c546df2e45817bc9fb70a83c1bdc2184417' });
   });
 });
