@@ -80,9 +80,10 @@ export function balanceBands(tp: TickPlanner): void {
       }
     }
     if (best === null) {
-      const worst = dimensionReport(st, bands).find((r) => !r.inside && r.dimension !== 'owned');
+      // Which node and dimension, only once it is the idle reason (`bandsIdleReason`): reporting every band each tick
+      // cost a tenth of a plan at scale.
       const why = tp.held === null ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules' : `no follower move can start: ${tp.held}`;
-      if (worst !== undefined) tp.bandsBlocked = `${bandWords(worst)}: ${why}${tp.pinNote()}`;
+      tp.bandsBlocked = `${why}${tp.pinNote()}`;
       return;
     }
     const { p, s, r, gain } = best;
@@ -108,3 +109,9 @@ function dimensionWords(st: ClusterState, bands: Bands, n: NodeState): string {
   }).join(', ');
 }
 
+/** The node and dimension the band step left outside its band, and why, or null: the idle reason once nothing else is. */
+export function bandsIdleReason(tp: TickPlanner): string | null {
+  if (tp.bandsBlocked === null) return null;
+  const worst = dimensionReport(tp.st, tp.meter.bands).find((r) => !r.inside && r.dimension !== 'owned');
+  return worst === undefined ? null : `${bandWords(worst)}: ${tp.bandsBlocked}`;
+}

@@ -7,7 +7,7 @@
  * tick.ts's.
  */
 import { balanceFollowers, balanceOwners } from './balance';
-import { balanceBands } from './band-step';
+import { balanceBands, bandsIdleReason } from './band-step';
 import { drain } from './drain';
 import { repair } from './repair';
 import type { ClusterState } from './state';
@@ -30,7 +30,8 @@ export function proposeTick(st: ClusterState, ctx: TickContext): Tick {
   if (ctx.followerMovesInFlight) return { proposals: [], idleReason: 'follower moves in flight: owner handoffs wait until they end' };
   const t = ctx.config.threshold;
   const low = st.nodes.find((n) => st.stays(n) && tp.dev(n) < -t);
-  if (low === undefined && tp.bandsBlocked !== null) return { proposals: [], idleReason: tp.bandsBlocked };
+  const bands = low === undefined ? bandsIdleReason(tp) : null;
+  if (bands !== null) return { proposals: [], idleReason: bands };
   return {
     proposals: [],
     idleReason:

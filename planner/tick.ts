@@ -56,7 +56,7 @@ export class TickPlanner {
   pinHit: number | null = null;
   /** The bands every node should end inside (config defaults filled in), measured for this pass. */
   readonly meter: BandMeter;
-  /** The node and dimension the band step left outside its band, and why: the idle reason once nothing else is. */
+  /** Why the band step proposed nothing while a node was outside a band (see `bandsIdleReason`). */
   bandsBlocked: string | null = null;
   /** The first step a cooldown or a busy partition held back that would otherwise have been proposed: the idle reason's detail. */
   held: string | null = null;
