@@ -51,6 +51,10 @@ export function balanceBands(tp: TickPlanner): void {
     sources.sort(order(above));
     receivers.sort(order(below));
     const rs = receivers.slice(0, BAND_NODES);
+    // A copy's gain is at most what its source loses plus the most excess a receiver has: below the margin, no
+    // receiver is weighed (on a large cluster, most copies).
+    let mostExcess = 0;
+    for (const r of rs) mostExcess = Math.max(mostExcess, exc[r.index]!);
     let best: BandCandidate | null = null;
     for (const s of sources.slice(0, BAND_NODES)) {
       const ds = tp.dev(s);
@@ -63,6 +67,7 @@ export function balanceBands(tp: TickPlanner): void {
         const dS = ds + st.copyDelta(p, s, false, -1);
         if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
         const lose = exc[s.index]! - meter.copyExcess(s, p, -1);
+        if (lose + mostExcess < minImprovement) continue;
         for (const r of rs) {
           if (r.index === s.index) continue;
           const gain = lose + exc[r.index]! - meter.copyExcess(r, p, 1);
