@@ -14,7 +14,7 @@ const SOURCES_PER_PROPOSAL = 64;
  * The `k` nodes with the smallest keys (`sign` times their entry in `by`), in ascending order, without sorting
  * them all; equal keys keep the order of `items`.
  */
-function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: number): NodeState[] {
+export function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: number): NodeState[] {
   // Kept sorted in typed arrays: a binary search finds the place and copyWithin shifts the rest in one move.
   const idx = new Int32Array(k);
   const keys = new Float64Array(k);

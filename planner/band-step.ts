@@ -1,4 +1,5 @@
 /** The band step: follower moves that bring nodes into their bands once the score's own moves are done. */
+import { smallest } from './balance';
 import { bandOf, bandWords, dimensionReport, MOVED } from './bands';
 import type { ClusterState, NodeState } from './state';
 import type { TickPlanner } from './tick';
@@ -31,32 +32,30 @@ export function balanceBands(tp: TickPlanner): void {
   const below = new Float64Array(st.nodes.length);
   const exc = new Float64Array(st.nodes.length);
   while (tp.free > 0) {
-    let outside: NodeState | null = null;
+    // Most ticks find every node inside: that is known before measuring how far each is from its shares.
+    let anyOutside = false;
+    for (const n of st.nodes) {
+      if (!st.stays(n)) continue;
+      exc[n.index] = meter.copyExcess(n);
+      if (exc[n.index]! > 0) anyOutside = true;
+    }
+    if (!anyOutside) return;
     const sources: NodeState[] = [];
     const receivers: NodeState[] = [];
     for (const n of st.nodes) {
       if (!st.stays(n)) continue;
-      const up = meter.beyond(n, -1);
-      const down = meter.beyond(n, 1);
-      above[n.index] = up;
-      below[n.index] = down;
-      exc[n.index] = meter.copyExcess(n);
-      if (exc[n.index]! > 0 && (outside === null || exc[n.index]! > exc[outside.index]!)) outside = n;
-      if (up > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
-      if (down > 0 && tp.receiverOk(n)) receivers.push(n);
+      above[n.index] = meter.beyond(n, -1);
+      below[n.index] = meter.beyond(n, 1);
+      if (above[n.index]! > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
+      if (below[n.index]! > 0 && tp.receiverOk(n)) receivers.push(n);
     }
-    if (outside === null) return;
-    // Outside a band first, then the furthest from the shares.
-    const order = (side: Float64Array) => (a: NodeState, b: NodeState) => Number(exc[b.index]! > 0) - Number(exc[a.index]! > 0) || side[b.index]! - side[a.index]!;
-    sources.sort(order(above));
-    receivers.sort(order(below));
-    const rs = receivers.slice(0, BAND_NODES);
+    const rs = furthest(receivers, below, exc);
     // A copy's gain is at most what its source loses plus the most excess a receiver has: below the margin, no
     // receiver is weighed (on a large cluster, most copies).
     let mostExcess = 0;
     for (const r of rs) mostExcess = Math.max(mostExcess, exc[r.index]!);
     let best: BandCandidate | null = null;
-    for (const s of sources.slice(0, BAND_NODES)) {
+    for (const s of furthest(sources, above, exc)) {
       const ds = tp.dev(s);
       for (const p of s.parts) {
         if (st.owner[p] === s.index || !st.isFollower(p, s.index) || tp.ctx.moved.get(p)?.has(s.index)) continue;
@@ -95,6 +94,16 @@ export function balanceBands(tp: TickPlanner): void {
     const words = (n: NodeState) => dimensionWords(st, bands, n);
     tp.followerMove(p, s, r, `bands: ${s.id} (${words(s)}) sheds to ${r.id} (${words(r)}): their excess outside the bands falls by ${gain.toFixed(3)}`);
   }
+}
+
+/**
+ * The BAND_NODES of `items` outside a band first, then the rest, each group the furthest from its shares (`side`)
+ * first, in the order of `items` where equal: the order a stable sort would give, without sorting them all.
+ */
+function furthest(items: NodeState[], side: Float64Array, exc: Float64Array): NodeState[] {
+  const out = smallest(items.filter((n) => exc[n.index]! > 0), side, -1, BAND_NODES);
+  if (out.length === BAND_NODES) return out;
+  return out.concat(smallest(items.filter((n) => !(exc[n.index]! > 0)), side, -1, BAND_NODES - out.length));
 }
 
 /** Fewer bytes per unit of excess removed; within a tenth of each other, the larger gain (fewer moves). */
