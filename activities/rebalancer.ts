@@ -12,11 +12,11 @@ import type { ClusterClient } from '../cluster/client';
 import { planToConvergence } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import { drainWorkflowId, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../workflows/definitions';
-import { basisOf, staleSteps, type Holds } from '../workflows/rebalancer-approval';
-import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
-import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
-import { PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import { drainWorkflowId, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
+import { basisOf, staleSteps, type Holds } from '../rules/rebalancer-approval';
+import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../rules/rebalancer-drain-rules';
+import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../rules/rebalancer-rules';
+import { PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;

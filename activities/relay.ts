@@ -27,9 +27,9 @@ import {
   type NodeSignal,
   type ProgressSignal,
   type TopologySignal,
-} from '../workflows/definitions';
-import type { RelayRun } from '../workflows/relay';
-import { SourceKey, TargetKey } from '../workflows/search-attributes';
+} from '../rules/definitions';
+import type { RelayRun } from '../rules/relay';
+import { SourceKey, TargetKey } from '../rules/search-attributes';
 
 export interface RelayDeps {
   cluster: Pick<ClusterClient, 'events' | 'baseUrl'>;

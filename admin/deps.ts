@@ -6,8 +6,8 @@
 import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { UnderReplicated } from '../planner/repair';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
-import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
-import type { HoldAction } from '../workflows/rebalancer-rules';
+import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
+import type { HoldAction } from '../rules/rebalancer-rules';
 import type { EndedMove, MoveDetail } from '../client/moves';
 
 /** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */

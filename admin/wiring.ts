@@ -10,8 +10,8 @@ import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPau
 import { scoreNodes, underReplicated } from '../planner';
 import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
 import { relayScope, relayWorkflowId } from '../worker/relay';
-import { drainStatusQuery, type MoveStatus, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
-import { KindKey, PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import { drainStatusQuery, type MoveStatus, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../rules/definitions';
+import { KindKey, PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { AdminDeps, EndedRun, HoldView, RebalancerView, ScoresView } from './deps';
 
 export interface AdminSources {

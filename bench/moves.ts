@@ -21,7 +21,7 @@ import { startDevServer, type DevServer } from '../scripts/dev-server';
 import { percentile } from './stats';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
-import { statusQuery } from '../workflows/definitions';
+import { statusQuery } from '../rules/definitions';
 import { createRebalancerWorker } from '../worker/worker';
 
 interface Planned {

@@ -19,7 +19,7 @@ import { planNow, planToConvergence, scoreNodes, zoneBoundNodes, type InFlightMo
 import { freePort } from '../scripts/dev-server';
 import { onPath, PROJECT_ROOT } from '../scripts/temporal-cli';
 import { relayScope } from '../worker/relay';
-import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../workflows/definitions';
+import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../rules/definitions';
 import { lowerBounds } from './planner';
 import { activityOf, busiestReceiver, repairSteps, targetMs, transferBoundMs, unsettledReasons, withoutCooldowns, withoutLimits, type Activity } from './settle-rules';
 import { round } from './stats';

@@ -1,15 +1,15 @@
 /**
  * Starting a replication-factor increase or a lost-follower replacement: checked against the broker first with
- * the rules of workflows/grow-rules.ts, so bad input is refused before anything is written (not even a workflow
+ * the rules of rules/grow-rules.ts, so bad input is refused before anything is written (not even a workflow
  * is started), then started as `reconfigure-<partition>` with its search attributes.
  */
 import type { WorkflowHandle } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
 import { ClusterHttpError } from '../cluster/client';
 import type { Node, Partition } from '../cluster/contract';
-import { reconfigurationWorkflowId, type GrowRequest, type ReconfigurationKind, type ReplaceRequest } from '../workflows/definitions';
-import type { MoveCheck } from '../workflows/follower-move-rules';
-import { checkGrow, checkReplace } from '../workflows/grow-rules';
+import { reconfigurationWorkflowId, type GrowRequest, type ReconfigurationKind, type ReplaceRequest } from '../rules/definitions';
+import type { MoveCheck } from '../rules/follower-move-rules';
+import { checkGrow, checkReplace } from '../rules/grow-rules';
 import { busyRefusal, MoveRefused, startSearchAttributes, type MovesContext } from './moves';
 
 interface Start {

@@ -14,9 +14,9 @@ import {
 } from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
 import type { Partition, Topology } from '../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
-import { checkFollowerMove } from '../workflows/follower-move-rules';
-import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../rules/definitions';
+import { checkFollowerMove } from '../rules/follower-move-rules';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { SearchAttributePair } from '@temporalio/common';
 import type { followerMoveV2 } from '../workflows/follower-move-v2';
 

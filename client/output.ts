@@ -8,8 +8,8 @@ import { type Command, CommanderError } from 'commander';
 import { ClusterClient } from '../cluster/client';
 import { PartitionId, NodeId } from '../cluster/contract';
 import { loadEnv, temporalSettings } from '../worker/config';
-import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
-import { formatBytes } from '../workflows/format';
+import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../rules/definitions';
+import { formatBytes } from '../rules/format';
 import { outcomeOf, phasesSoFar } from './moves';
 
 /** Exit status, documented in docs/cli.md ("Exit status") and `rebalancer --help`; scripts rely on it. */

@@ -29,11 +29,11 @@ import {
   type RebalancerSettings,
   type RebalancerStatus,
   type RefreshResult,
-} from '../workflows/definitions';
+} from '../rules/definitions';
 import type { drain } from '../workflows/drain';
 import type { rebalancer } from '../workflows/rebalancer';
-import { checkDrain } from '../workflows/rebalancer-drain-rules';
-import { holders, type HoldAction } from '../workflows/rebalancer-rules';
+import { checkDrain } from '../rules/rebalancer-drain-rules';
+import { holders, type HoldAction } from '../rules/rebalancer-rules';
 import { MoveRefused, outcomeOf } from './moves';
 
 /** Starts the loop unless it runs already; the running one keeps its state and settings. */

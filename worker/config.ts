@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { parseBands } from '../planner/bands';
 import { DEFAULT_PLANNER_CONFIG, validatePlannerConfig } from '../planner/config';
 import type { PlannerConfig, ScoreWeights } from '../planner/types';
-import { REBALANCER_MODES, type RebalancerSettings } from '../workflows/definitions';
+import { REBALANCER_MODES, type RebalancerSettings } from '../rules/definitions';
 
 const hostPort = z
   .string()

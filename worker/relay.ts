@@ -7,7 +7,8 @@
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { WorkflowIdConflictPolicy } from '@temporalio/common';
-import type { progressRelay, RelayTuning } from '../workflows/relay';
+import type { RelayTuning } from '../rules/relay';
+import type { progressRelay } from '../workflows/relay';
 
 /** The hash of broker URL and task queue that names the relay and the rebalancer it signals (`rebalancerWorkflowId`). */
 export function relayScope(brokerUrl: string, taskQueue: string): string {

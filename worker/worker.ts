@@ -8,9 +8,9 @@ import { createRebalancerActivities, type RebalancerDeps } from '../activities/r
 import { createRelayActivities, type RelayDeps } from '../activities/relay';
 import { ensureRebalancer } from '../client/rebalancer';
 import { planNow } from '../planner';
-import type { RebalancerSettings } from '../workflows/definitions';
+import type { RebalancerSettings } from '../rules/definitions';
 import { ClusterClient } from '../cluster/client';
-import type { RelayTuning } from '../workflows/relay';
+import type { RelayTuning } from '../rules/relay';
 import type { TemporalSettings } from './config';
 import { ensureRelay, relayScope } from './relay';
 

@@ -14,8 +14,8 @@ import {
   type ReconfigurationKind,
   type ReplaceRequest,
   type TrackedMove,
-} from './definitions';
-import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from './search-attributes';
+} from '../rules/definitions';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../rules/search-attributes';
 
 // Reads and planning are local activities: reading again or planning again after a crash is harmless, and
 // neither needs a round trip through the server.

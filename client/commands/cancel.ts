@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { MoveStatus } from '../../workflows/definitions';
+import type { MoveStatus } from '../../rules/definitions';
 import { cancelMove } from '../moves';
 import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps } from '../output';
 

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type { Command } from 'commander';
-import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
+import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
 import { drainNotice, drainOutcome, loopStatusIfAny, startDrain } from '../rebalancer';
 import { auditedReason, defineCommand, EXIT, parseId, print, withConnection, type CommandDeps } from '../output';
 import { loopScope } from './pause';

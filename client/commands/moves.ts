@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { formatBytes } from '../../workflows/format';
+import { formatBytes } from '../../rules/format';
 import { listMoves, recentMoves, type EndedMove } from '../moves';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps } from '../output';
 import { watchMoves } from '../watch';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import type { MoveStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
+import type { MoveStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
 import { showMove } from '../moves';
 import { defineCommand, outcomeLine, parseId, withConnection, type CommandDeps } from '../output';
 

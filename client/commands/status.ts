@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '../../planner';
-import type { RebalancerStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
+import type { RebalancerStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
 import { rebalancerStatus } from '../rebalancer';
 import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
 import { planLines } from './approve';

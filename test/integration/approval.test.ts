@@ -17,8 +17,8 @@ import { rebalancerStatus } from '../../client/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import type { ApprovalResult, ProposedPlan, RebalancerSettings, RebalancerStatus, RefreshResult } from '../../workflows/definitions';
-import { holders } from '../../workflows/rebalancer-rules';
+import type { ApprovalResult, ProposedPlan, RebalancerSettings, RebalancerStatus, RefreshResult } from '../../rules/definitions';
+import { holders } from '../../rules/rebalancer-rules';
 import { call, TOKEN } from './admin-fixture';
 import { cli, connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 

@@ -10,7 +10,7 @@ import { MoveRefused } from '../../client/moves';
 import { drainOutcomeLine } from '../../client/commands/drain';
 import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
-import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
+import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../rules/definitions';
 import { connectClient, copiesOn, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
 const taskQueue = `drain-${process.pid}`;

@@ -10,7 +10,7 @@ import { MoveRefused, cancelMove, showMove, startFollowerMove, type MovesContext
 import { ClusterHttpError } from '../../cluster/client';
 import type { Partition, WriteReply } from '../../cluster/contract';
 import { WORKFLOWS_PATH } from '../../worker/worker';
-import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
+import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../rules/definitions';
 import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, startTestCluster, startWorker, temporalAddress, temporalNamespace, type TestCluster } from './helpers';
 
 let cluster: TestCluster;

@@ -9,7 +9,7 @@ import type { ClusterClient } from '../../cluster/client';
 import type { Partition } from '../../cluster/contract';
 import { MoveRefused, type MovesContext } from '../../client/moves';
 import type { SimConfig } from '../../cluster/sim/types';
-import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
+import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../rules/definitions';
 import { eventually, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 

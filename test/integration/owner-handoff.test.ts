@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHandoff } from '../../client/handoff';
 import { cancelMove, MoveRefused, outcomeOf, startFollowerMove, type MovesContext } from '../../client/moves';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
-import { statusQuery, type HandoffRequest, type MoveOutcome, type MovePhase } from '../../workflows/definitions';
+import { statusQuery, type HandoffRequest, type MoveOutcome, type MovePhase } from '../../rules/definitions';
 import { eventually, replayAndKeep, startSuite, temporalEnv, type TestCluster } from './helpers';
 import { spawnWorker } from './processes';
 import { armFault, healAfter, type Armed } from './write-faults';

@@ -14,7 +14,7 @@ import type { Partition } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import { relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
+import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';
 import { call, TOKEN } from './admin-fixture';
 import { cli, connectClient, copiesOn, counted, eventually, logger, loopRunId, replayAndKeep, startTestCluster, stopLoopWorker, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGrow, startReplace } from '../../client/grow';
 import { startHandoff, startOwnerMove } from '../../client/handoff';
 import { startFollowerMove } from '../../client/moves';
-import { reconfigurationWorkflowId, statusQuery, type MoveOutcome } from '../../workflows/definitions';
+import { reconfigurationWorkflowId, statusQuery, type MoveOutcome } from '../../rules/definitions';
 import { connectClient, eventually, outcomeOf, replayAndKeep, replayStrictly, startTestCluster, startWorker, type TestCluster } from './helpers';
 import { restartableTemporal, type Restartable } from './processes';
 

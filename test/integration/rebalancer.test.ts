@@ -12,7 +12,7 @@ import { drainOutcome, drainStatus, rebalancerStatus, setPaused, startDrain } fr
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import type { RebalancerWorker } from '../../worker/worker';
-import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../workflows/definitions';
+import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../rules/definitions';
 import { cli, copiesOn, eventually, loopRunId, replayAndKeep, startLoopSuite, stopLoopSuite, type TestCluster } from './helpers';
 
 const taskQueue = `rebalancer-loop-${process.pid}`;

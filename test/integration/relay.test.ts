@@ -16,8 +16,8 @@ import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
 import { ensureRelay, relayScope } from '../../worker/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import { drainWorkflowId, rebalancerWorkflowId } from '../../workflows/definitions';
-import { SourceKey, TargetKey } from '../../workflows/search-attributes';
+import { drainWorkflowId, rebalancerWorkflowId } from '../../rules/definitions';
+import { SourceKey, TargetKey } from '../../rules/search-attributes';
 import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 import { spawnWorker, type Child } from './processes';
 

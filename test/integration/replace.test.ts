@@ -10,8 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { startGrow, startReplace } from '../../client/grow';
 import { cancelMove } from '../../client/moves';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
-import { KindKey } from '../../workflows/search-attributes';
+import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
+import { KindKey } from '../../rules/search-attributes';
 import { type Armed, freshPartition, healAfter, refusal, settled, untilPhase, useSuite } from './grow-helpers';
 import { counted, eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
 

@@ -11,7 +11,7 @@
 import { describe, expect, it } from 'vitest';
 import { startReplace } from '../../client/grow';
 import { cancelMove } from '../../client/moves';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
+import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
 import { freshPartition, settled, useSuite } from './grow-helpers';
 import { counted, eventually, outcomeOf } from './helpers';
 
