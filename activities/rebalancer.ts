@@ -7,7 +7,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { outcomeOf } from '../client/moves';
+import { outcomeOf } from '../operations/moves';
 import type { ClusterClient } from '../cluster/client';
 import { planToConvergence } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';

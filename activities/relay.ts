@@ -14,7 +14,7 @@ import type { SignalDefinition } from '@temporalio/workflow';
 import type { Logger } from 'pino';
 import type { ClusterClient } from '../cluster/client';
 import type { ClusterEvent } from '../cluster/contract';
-import { relayScope } from '../worker/relay';
+import { relayScope } from '../operations/relay';
 import {
   admittedSignal,
   drainWorkflowId,

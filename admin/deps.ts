@@ -8,7 +8,7 @@ import type { UnderReplicated } from '../planner/repair';
 import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
 import type { HoldAction } from '../rules/rebalancer-rules';
-import type { EndedMove, MoveDetail } from '../client/moves';
+import type { EndedMove, MoveDetail } from '../operations/moves';
 
 /** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */
 export interface ScoresView {

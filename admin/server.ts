@@ -15,14 +15,14 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
-import { MoveRefused } from '../client/moves';
+import { MoveRefused } from '../operations/moves';
 import type { MoveStatus } from '../rules/definitions';
 import type { AuditLog, AuditSource } from './audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
 import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
-import { unknownId } from '../client/rebalancer';
+import { unknownId } from '../operations/rebalancer';
 import type { HoldAction } from '../rules/rebalancer-rules';
 import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 

@@ -9,7 +9,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
-import { startHandoff } from '../client/handoff';
+import { startHandoff } from '../operations/handoff';
 import { ClusterClient } from '../cluster/client';
 import type { ClusterEvent } from '../cluster/contract';
 import { spawnCluster } from '../cluster/spawn';

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import pino from 'pino';
-import { startFollowerMove } from '../client/moves';
+import { startFollowerMove } from '../operations/moves';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import type { ClusterEvent, WriteReply } from '../cluster/contract';

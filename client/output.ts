@@ -10,7 +10,7 @@ import { PartitionId, NodeId } from '../cluster/contract';
 import { loadEnv, temporalSettings } from '../worker/config';
 import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../rules/definitions';
 import { formatBytes } from '../rules/format';
-import { outcomeOf, phasesSoFar } from './moves';
+import { outcomeOf, phasesSoFar } from '../operations/moves';
 
 /** Exit status, documented in docs/cli.md ("Exit status") and `rebalancer --help`; scripts rely on it. */
 export const EXIT = { done: 0, refused: 1, usage: 2, unreachable: 3 } as const;

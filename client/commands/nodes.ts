@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { createAdminDeps } from '../../admin/wiring';
 import type { ScoresView } from '../../admin/deps';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
-import { listMoves } from '../moves';
+import { listMoves } from '../../operations/moves';
 import { defineCommand, print, table, withConnection, type CommandDeps } from '../output';
 
 function describe(v: ScoresView): string {

@@ -8,8 +8,8 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import type { RebalancerStatus } from '../../rules/definitions';
 import type { HoldAction } from '../../rules/rebalancer-rules';
-import { MoveRefused } from '../moves';
-import { loopStatusIfAny, pinNotice, setHold, unknownId } from '../rebalancer';
+import { MoveRefused } from '../../operations/moves';
+import { loopStatusIfAny, pinNotice, setHold, unknownId } from '../../operations/rebalancer';
 import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps, type Connected } from '../output';
 import { loopScope } from './pause';
 

@@ -12,9 +12,9 @@ import { bandWords, checkSnapshot, type PlannerConfig } from '../../planner';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
 import type { RebalancerStatus } from '../../rules/definitions';
 import { formatBytes } from '../../rules/format';
-import { dryRun, sameStep, type DryRun } from '../dry-run';
+import { dryRun, sameStep, type DryRun } from '../../operations/dry-run';
 import { defineCommand, print, table, Unreachable, usageError, type CommandDeps } from '../output';
-import { rebalancerStatus } from '../rebalancer';
+import { rebalancerStatus } from '../../operations/rebalancer';
 import { loopScope } from './pause';
 
 function readSnapshot(file: string): Topology {

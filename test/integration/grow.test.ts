@@ -9,8 +9,8 @@
  */
 import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { startGrow } from '../../client/grow';
-import { cancelMove } from '../../client/moves';
+import { startGrow } from '../../operations/grow';
+import { cancelMove } from '../../operations/moves';
 import { writeRequirement, type Fault, type GuardedWriteName, type Partition } from '../../cluster/contract';
 import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
 import { KindKey } from '../../rules/search-attributes';

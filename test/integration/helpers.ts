@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { runCli } from '../../client/cli';
-import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../client/moves';
+import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../operations/moves';
 import { expect, inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
@@ -14,7 +14,7 @@ import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type Reb
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
-import { relayScope } from '../../worker/relay';
+import { relayScope } from '../../operations/relay';
 import type { MoveOutcome, RebalancerSettings } from '../../rules/definitions';
 import { holders } from '../../rules/rebalancer-rules';
 import { testFileNamespace } from './namespaces';

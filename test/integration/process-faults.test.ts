@@ -5,7 +5,7 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { startFollowerMove } from '../../client/moves';
+import { startFollowerMove } from '../../operations/moves';
 import { ClusterClient } from '../../cluster/client';
 import { statusQuery, type MovePhase } from '../../rules/definitions';
 import type { followerMoveV2 } from '../../workflows/follower-move-v2';

@@ -6,8 +6,8 @@
  * what the loop starts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DryRun } from '../../client/dry-run';
-import { rebalancerStatus, setPaused } from '../../client/rebalancer';
+import type { DryRun } from '../../operations/dry-run';
+import { rebalancerStatus, setPaused } from '../../operations/rebalancer';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';

@@ -14,7 +14,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
-import { ensureRelay, relayScope } from '../../worker/relay';
+import { ensureRelay, relayScope } from '../../operations/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import { drainWorkflowId, rebalancerWorkflowId } from '../../rules/definitions';
 import { SourceKey, TargetKey } from '../../rules/search-attributes';

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ClusterSim } from '../../cluster/sim/sim';
-import { exampleMove } from '../../client/moves';
+import { exampleMove } from '../../operations/moves';
 import { watchMoves } from '../../client/watch';
 import type { MoveStatus } from '../../rules/definitions';
 import { isWebpackReport, prettyLine } from '../../worker/logger';

@@ -1,6 +1,6 @@
 /** Pins and exclusions as pure rules: the loop's refusals, the steps it leaves alone, and the notices and id checks clients give. */
 import { describe, expect, it } from 'vitest';
-import { drainNotice, pinNotice, unknownId } from '../../client/rebalancer';
+import { drainNotice, pinNotice, unknownId } from '../../operations/rebalancer';
 import { checkHold, operatorHold, planHolds } from '../../rules/rebalancer-rules';
 import { node, partition, topology } from './planner-topology';
 
