@@ -1,7 +1,7 @@
 /**
- * Typed helpers to start, list, inspect and cancel moves: used by the CLI, the admin API and tests.
- * Starting checks the request against the broker first, so bad input is refused before anything is
- * written (not even a workflow is started).
+ * Typed helpers to start, list, inspect and cancel reconfigurations: used by the CLI, the admin API, the loop's
+ * activities and tests. Every start takes one path (`startReconfiguration`), which checks the request against the
+ * broker first, so bad input is refused before anything is written (not even a workflow is started).
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import {
@@ -13,12 +13,23 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
-import type { Partition, Topology } from '../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../rules/definitions';
-import { checkFollowerMove } from '../rules/follower-move-rules';
+import type { Node, Partition, PartitionView, Topology } from '../cluster/contract';
+import {
+  cancelUpdate,
+  reconfigurationWorkflowId,
+  statusQuery,
+  WORKFLOW_TYPE,
+  type FollowerMoveRequest,
+  type MoveOutcome,
+  type MoveStatus,
+  type ReconfigurationKind,
+} from '../rules/definitions';
+import { checkFollowerMove, type MoveCheck } from '../rules/follower-move-rules';
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { SearchAttributePair } from '@temporalio/common';
-import type { followerMoveV2 } from '../workflows/follower-move-v2';
+
+/** A reconfiguration's workflow as its starters see it, request in and outcome out: typed handles without the workflow code. */
+export type Reconfiguration<R> = (request: R) => Promise<MoveOutcome>;
 
 /**
  * The search attributes a reconfiguration starts with (set by the start itself, no history event): what it moves
@@ -52,21 +63,43 @@ export interface MovesContext {
   taskQueue: string;
 }
 
-export async function startFollowerMove(ctx: MovesContext, request: FollowerMoveRequest): Promise<WorkflowHandle<typeof followerMoveV2>> {
-  const { partition, from, to } = request;
-  let view;
+/** The partition as the broker has it; one it does not have is refused by name. */
+export async function readView(ctx: MovesContext, partition: string): Promise<PartitionView> {
   try {
-    view = await ctx.cluster.partition(partition);
+    return await ctx.cluster.partition(partition);
   } catch (err) {
     if (err instanceof ClusterHttpError && err.status === 404) {
       throw new MoveRefused('unknown_partition', `partition ${partition} does not exist in the cluster`);
     }
     throw err;
   }
-  const { nodes } = await ctx.cluster.nodes();
-  const check = checkFollowerMove(view.partition, nodes, from, to);
-  if (!check.ok) throw new MoveRefused(check.code, check.message);
+}
 
+/** One start of a reconfiguration of `partition`, before the broker's view is read. */
+export interface Start<R, C extends MoveCheck> {
+  kind: ReconfigurationKind;
+  partition: string;
+  /** The replica that leaves or hands over (null when none does) and the node that gains. */
+  source: string | null;
+  target: string;
+  /** The rules the workflow applies, on the broker's view now. */
+  check: (view: PartitionView, nodes: Node[]) => C;
+  /** What to start once the check passed (it may settle a choice in the request), with its words for the Temporal UI. */
+  start: (passed: Extract<C, { ok: true }>) => { request: R; summary: string; details: string };
+}
+
+/**
+ * The one start path of every reconfiguration an operator asks for: checked against the broker first, refused
+ * while a change is in flight, then started as `reconfigure-<partition>` (id conflict policy FAIL, so Temporal
+ * itself refuses a second one) with the workflow type of its kind and its search attributes.
+ */
+export async function startReconfiguration<R, C extends MoveCheck>(ctx: MovesContext, s: Start<R, C>): Promise<WorkflowHandle<Reconfiguration<R>>> {
+  const { partition } = s;
+  const view = await readView(ctx, partition);
+  const { nodes } = await ctx.cluster.nodes();
+  const check = s.check(view, nodes);
+  if (!check.ok) throw new MoveRefused(check.code, check.message);
+  const { request, summary, details } = s.start(check as Extract<C, { ok: true }>);
   const workflowId = reconfigurationWorkflowId(partition);
   const busy = busyRefusal(view.partition);
   if (busy) {
@@ -76,23 +109,39 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     throw busy;
   }
   try {
-    return await ctx.client.workflow.start<typeof followerMoveV2>('followerMoveV2', {
+    return await ctx.client.workflow.start<Reconfiguration<R>>(WORKFLOW_TYPE[s.kind], {
       workflowId,
       taskQueue: ctx.taskQueue,
       args: [request],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      typedSearchAttributes: startSearchAttributes(partition, 'follower-move', from, to),
-      staticSummary: `Move follower of ${partition}: ${from} → ${to} (${request.origin})`,
-      staticDetails:
-        `Moves the follower copy of queue partition **${partition}** from **${from}** to **${to}** without a fence: ` +
-        `add ${to} as a learner, wait until it is caught up and admitted, swap who counts (boundary B), ` +
-        `wait until ${to} is durable at B, then remove ${from} (it keeps its data for the grace period).`,
+      typedSearchAttributes: startSearchAttributes(partition, s.kind, s.source, s.target),
+      staticSummary: summary,
+      staticDetails: details,
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw await alreadyRunning(ctx.client, partition, workflowId);
     throw err;
   }
+}
+
+export function startFollowerMove(ctx: MovesContext, request: FollowerMoveRequest): Promise<WorkflowHandle<Reconfiguration<FollowerMoveRequest>>> {
+  const { partition, from, to } = request;
+  return startReconfiguration(ctx, {
+    kind: 'follower-move',
+    partition,
+    source: from,
+    target: to,
+    check: (view, nodes) => checkFollowerMove(view.partition, nodes, from, to),
+    start: () => ({
+      request,
+      summary: `Move follower of ${partition}: ${from} → ${to} (${request.origin})`,
+      details:
+        `Moves the follower copy of queue partition **${partition}** from **${from}** to **${to}** without a fence: ` +
+        `add ${to} as a learner, wait until it is caught up and admitted, swap who counts (boundary B), ` +
+        `wait until ${to} is durable at B, then remove ${from} (it keeps its data for the grace period).`,
+    }),
+  });
 }
 
 /** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
@@ -128,7 +177,7 @@ export function busyRefusal(p: Partition): MoveRefused | null {
   return null;
 }
 
-export async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
+async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
   const running = await describeRunning(client, workflowId);
   return new MoveRefused(
     'reconfiguration_running',
@@ -174,7 +223,7 @@ export interface MoveDetail {
  */
 export async function showMove(client: Client, partition: string, cluster?: Pick<ClusterClient, 'topology' | 'baseUrl'>): Promise<MoveDetail> {
   const workflowId = reconfigurationWorkflowId(partition);
-  const handle = client.workflow.getHandle<typeof followerMoveV2>(workflowId);
+  const handle = client.workflow.getHandle(workflowId);
   let description;
   try {
     description = await handle.describe();
@@ -271,7 +320,7 @@ export async function phasesSoFar(handle: WorkflowHandle): Promise<string[]> {
 
 /** Operator cancel: accepted before the swap; refused after it, with the reason and the way forward. */
 export async function cancelMove(client: Client, partition: string, reason: string): Promise<MoveStatus> {
-  const handle = client.workflow.getHandle<typeof followerMoveV2>(reconfigurationWorkflowId(partition));
+  const handle = client.workflow.getHandle(reconfigurationWorkflowId(partition));
   try {
     await handle.describe();
   } catch {

@@ -241,6 +241,15 @@ export function reconfigurationWorkflowId(partition: string): string {
   return `reconfigure-${partition}`;
 }
 
+/** The workflow type each kind of reconfiguration runs as: the one table the starters and the loop start from. */
+export const WORKFLOW_TYPE = {
+  'follower-move': 'followerMoveV2',
+  'owner-handoff': 'ownerHandoff',
+  'owner-move': 'ownerMove',
+  grow: 'replicationIncrease',
+  replace: 'followerReplacement',
+} as const satisfies Record<ReconfigurationKind, string>;
+
 /**
  * A change of the cluster the rebalancer and drains react to, sent by the progress relay from the broker's
  * event feed (node_joined, node_up, node_down, a node's draining mark, a recovery opened or activated anywhere).
