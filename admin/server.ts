@@ -16,8 +16,8 @@ import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import { MoveRefused } from '../operations/moves';
-import type { MoveStatus } from '../rules/definitions';
-import type { AuditLog, AuditSource } from './audit';
+import { reconfigurationWorkflowId, type MoveStatus } from '../rules/definitions';
+import type { AuditLog, AuditSource } from '../operations/audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
 import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
@@ -188,7 +188,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
   const withProgress = (running: MoveStatus[]) =>
     sampler.progress(running).map((m) => {
-      const workflowId = `reconfigure-${m.partition}`;
+      const workflowId = reconfigurationWorkflowId(m.partition);
       return { ...m, workflowId, link: workflowLink(workflowId) };
     });
 

@@ -8,8 +8,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../worker/config';
 import { COMMANDS } from './commands';
 import { MoveRefused } from '../operations/moves';
-import { auditCliAction } from '../admin/audit';
-import { connect, EXIT, takeAction, Unreachable, type Io } from './output';
+import { auditCliAction, connect, EXIT, takeAction, Unreachable, type Io } from './output';
 
 export { EXIT } from './output';
 

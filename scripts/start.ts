@@ -9,10 +9,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadAdminEnv, startAdminService } from '../admin/main';
+import { startAdminService } from '../admin/main';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
-import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
+import { exitOnConfigError, loadAdminEnv, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
 import { chooseLogFormat, createLogger, installRuntimeLogger, prettyEntry } from '../worker/logger';
 import { exampleMove } from '../operations/moves';
 import { createRebalancerWorker } from '../worker/worker';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { chromium } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AuditLog, auditFile } from '../../admin/audit';
+import { AuditLog, auditFile } from '../../operations/audit';
 import { startAdmin, type RunningAdmin } from '../../admin/server';
 import { createAdminDeps } from '../../admin/wiring';
 import { rebalancerStatus } from '../../operations/rebalancer';

@@ -6,7 +6,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AuditLog } from '../../admin/audit';
+import { AuditLog } from '../../operations/audit';
 import { startAdmin, type RunningAdmin } from '../../admin/server';
 import { createAdminDeps } from '../../admin/wiring';
 import { drainStatus, rebalancerStatus, setPaused } from '../../operations/rebalancer';
