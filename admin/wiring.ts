@@ -10,7 +10,7 @@ import { relayScope, relayWorkflowId } from '../operations/relay';
 import { nodeScores } from '../operations/scores';
 import { underReplicated } from '../planner';
 import type { PlannerConfig, ProposalOp } from '../planner/types';
-import { drainStatusQuery, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../rules/definitions';
+import { drainStatusQuery, RECONFIGURATION_ID_PREFIX, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../rules/definitions';
 import { KindKey, PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { AdminDeps, EndedRun, HoldView, RebalancerView } from './deps';
 
@@ -91,7 +91,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),
     async endedMoves(since, known) {
-      const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH 'reconfigure-' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;
+      const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH '${RECONFIGURATION_ID_PREFIX}' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;
       const found: EndedRun[] = [];
       for await (const wf of client.workflow.list({ query })) {
         if (known(wf.runId)) continue;
@@ -100,7 +100,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
         found.push({
           runId: wf.runId,
           workflowId: wf.workflowId,
-          partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
+          partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length),
           kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
           from: attrs.get(SourceKey) ?? null,
           to: attrs.get(TargetKey) ?? null,

@@ -16,6 +16,7 @@ import { ClusterHttpError, type ClusterClient } from '../cluster/client';
 import type { Node, Partition, PartitionView, Topology } from '../cluster/contract';
 import {
   cancelUpdate,
+  RECONFIGURATION_ID_PREFIX,
   reconfigurationWorkflowId,
   statusQuery,
   WORKFLOW_TYPE,
@@ -202,7 +203,7 @@ async function describeRunning(client: Client, workflowId: string): Promise<stri
  */
 export async function listMoves(client: Client, taskQueue: string): Promise<MoveStatus[]> {
   const ids: string[] = [];
-  const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
+  const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
   for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
   // A workflow that ended between the list and the query is no longer in progress.
   const statuses = await Promise.all(ids.map((id) => client.workflow.getHandle(id).query(statusQuery).catch(() => null)));
@@ -263,7 +264,7 @@ export interface EndedMove {
 export async function recentMoves(client: Client, limit: number): Promise<EndedMove[]> {
   const ended = [];
   // Visibility lists ended workflows most recently closed first; the sort only makes that explicit.
-  for await (const wf of client.workflow.list({ query: `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) {
+  for await (const wf of client.workflow.list({ query: `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}"` })) {
     if (ended.length >= limit) break;
     ended.push(wf);
   }
@@ -275,7 +276,7 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
       return {
         workflowId: wf.workflowId,
         kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
-        partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
+        partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length),
         from: attrs.get(SourceKey) ?? null,
         to: attrs.get(TargetKey) ?? null,
         closedAt: wf.closeTime?.toISOString() ?? null,
