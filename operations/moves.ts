@@ -29,14 +29,14 @@ import { checkFollowerMove, type MoveCheck } from '../rules/follower-move-rules'
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { SearchAttributePair } from '@temporalio/common';
 
-/** A reconfiguration's workflow as its starters see it, request in and outcome out: typed handles without the workflow code. */
+/** A reconfiguration's workflow as its starters see it, request in and outcome out: typed without its code. */
 export type Reconfiguration<R> = (request: R) => Promise<MoveOutcome>;
 
 /**
  * The search attributes a reconfiguration starts with (set by the start itself, no history event): what it moves
  * and its first phase, since now, so the Temporal UI finds it from its first moment.
  */
-export function startSearchAttributes(partition: string, kind: ReconfigurationKind, from: string | null, to: string): SearchAttributePair[] {
+function startSearchAttributes(partition: string, kind: ReconfigurationKind, from: string | null, to: string): SearchAttributePair[] {
   return [
     { key: PartitionKey, value: partition },
     { key: KindKey, value: kind },
@@ -162,7 +162,7 @@ export function exampleMove(topology: Topology): string | null {
  * leaving replica), admission closed for a handoff, or a pending recovery. Refused up front rather than
  * started and aborted at the workflow's first step.
  */
-export function busyRefusal(p: Partition): MoveRefused | null {
+function busyRefusal(p: Partition): MoveRefused | null {
   if (p.learners.length > 0) {
     return new MoveRefused('change_in_flight', `${p.id} has a change in flight: learner ${p.learners.join(', ')} is catching up; wait until it is promoted or dropped`);
   }

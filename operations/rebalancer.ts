@@ -1,7 +1,7 @@
 /**
- * Typed helpers for the rebalancer loop and drains, used by the worker, the CLI and tests: start the loop (or
- * join the running one), pause, resume and read its status; start, watch and cancel a drain. A drain is checked
- * against the broker first, so a bad one is refused before anything is written.
+ * Typed helpers for the rebalancer loop and drains, used by the worker, the CLI, the admin API and tests: start the
+ * loop (or join the running one), pause, resume and read its status; start, watch and cancel a drain. A drain is
+ * checked against the broker first, so a bad one is refused before anything is written.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
