@@ -7,16 +7,16 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { outcomeOf } from '../client/moves';
+import { outcomeOf } from '../operations/moves';
 import type { ClusterClient } from '../cluster/client';
 import { planToConvergence } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import { drainWorkflowId, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../workflows/definitions';
-import { basisOf, staleSteps, type Holds } from '../workflows/rebalancer-approval';
-import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../workflows/rebalancer-drain-rules';
-import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../workflows/rebalancer-rules';
-import { PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import { drainWorkflowId, RECONFIGURATION_ID_PREFIX, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
+import { basisOf, staleSteps, type Holds } from '../rules/rebalancer-approval';
+import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../rules/rebalancer-drain-rules';
+import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../rules/rebalancer-rules';
+import { PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -105,7 +105,7 @@ const FINISHING_PHASES = ['removing', 'promoting', 'committing_owner', 'complete
 async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
   const finishing = FINISHING_PHASES.map((phase) => `RebalancePhase = "${phase}"`).join(' OR ');
   const query =
-    `WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)} AND (` +
+    `WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)} AND (` +
     `(ExecutionStatus = "Completed" AND RebalancePhase = "completed" AND CloseTime > "${new Date(since).toISOString()}") OR ` +
     `(ExecutionStatus = "Running" AND (${finishing})))`;
   const closed: ClosedReconfiguration[] = [];
@@ -119,7 +119,7 @@ async function closedSince(client: Client, taskQueue: string, since: number): Pr
     // undrain is the operator asking for the node to be used again at once, by the copies the drain put elsewhere too.
     if (wf.parentExecution?.workflowId?.startsWith(drainWorkflowId('')) === true) continue;
     const closedAt = wf.closeTime?.getTime() ?? now;
-    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''), from: attrs.get(SourceKey) ?? null, to, closedAt });
+    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length), from: attrs.get(SourceKey) ?? null, to, closedAt });
   }
   return closed;
 }

@@ -14,7 +14,7 @@ import type { SignalDefinition } from '@temporalio/workflow';
 import type { Logger } from 'pino';
 import type { ClusterClient } from '../cluster/client';
 import type { ClusterEvent } from '../cluster/contract';
-import { relayScope } from '../worker/relay';
+import { relayScope } from '../operations/relay';
 import {
   admittedSignal,
   drainWorkflowId,
@@ -27,9 +27,9 @@ import {
   type NodeSignal,
   type ProgressSignal,
   type TopologySignal,
-} from '../workflows/definitions';
-import type { RelayRun } from '../workflows/relay';
-import { SourceKey, TargetKey } from '../workflows/search-attributes';
+} from '../rules/definitions';
+import type { RelayRun } from '../rules/relay';
+import { SourceKey, TargetKey } from '../rules/search-attributes';
 
 export interface RelayDeps {
   cluster: Pick<ClusterClient, 'events' | 'baseUrl'>;

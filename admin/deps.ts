@@ -5,22 +5,11 @@
  */
 import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
 import type { UnderReplicated } from '../planner/lost';
-import type { NodeScore, Plan, ScoreWeights } from '../planner/types';
-import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../workflows/definitions';
-import type { HoldAction } from '../workflows/rebalancer-rules';
-import type { EndedMove, MoveDetail } from '../client/moves';
-
-/** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */
-export interface ScoresView {
-  nodes: NodeScore[];
-  weights: ScoreWeights;
-  mean: number;
-  /** Nodes above `upper` (mean + threshold) shed load, only toward nodes below `lower` (mean - threshold). */
-  upper: number;
-  lower: number;
-  /** Largest |score - mean|. */
-  spread: number;
-}
+import type { Plan } from '../planner/types';
+import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
+import type { HoldAction } from '../rules/rebalancer-rules';
+import type { EndedMove, MoveDetail } from '../operations/moves';
+import type { ScoresView } from '../operations/scores';
 
 /** The rebalancer loop as the admin API shows it (its status query, or `absent`); not the state the loop carries. */
 export interface RebalancerView {

@@ -8,8 +8,9 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { ClusterEvent, Topology, Transfer } from '../cluster/contract';
 import type { NodeScore } from '../planner/types';
-import type { MoveStatus } from '../workflows/definitions';
-import type { AdminDeps, EndedRun, ScoresView } from './deps';
+import type { MoveStatus } from '../rules/definitions';
+import type { ScoresView } from '../operations/scores';
+import type { AdminDeps, EndedRun } from './deps';
 
 export const HISTORY_MS = 3_600_000;
 export const DIMENSIONS = ['owned', 'followed', 'history', 'traffic', 'sync'] as const;

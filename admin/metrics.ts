@@ -7,7 +7,7 @@
  * Prometheus sees (a counter that appears at 1 has no increase to alert on).
  */
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { MoveStatus } from '../workflows/definitions';
+import type { MoveStatus } from '../rules/definitions';
 import type { AdminDeps } from './deps';
 
 /** The safety invariants a broker's breaches name, numbered 1-5 as the design's (cluster/contract.ts, Breach). */

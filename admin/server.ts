@@ -15,15 +15,15 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
-import { MoveRefused } from '../client/moves';
-import type { MoveStatus } from '../workflows/definitions';
-import type { AuditLog, AuditSource } from './audit';
+import { MoveRefused } from '../operations/moves';
+import { reconfigurationWorkflowId, type MoveStatus } from '../rules/definitions';
+import type { AuditLog, AuditSource } from '../operations/audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
 import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
-import { unknownId } from '../client/rebalancer';
-import type { HoldAction } from '../workflows/rebalancer-rules';
+import { unknownId } from '../operations/rebalancer';
+import type { HoldAction } from '../rules/rebalancer-rules';
 import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 
 export interface AdminOptions {
@@ -188,7 +188,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
   const withProgress = (running: MoveStatus[]) =>
     sampler.progress(running).map((m) => {
-      const workflowId = `reconfigure-${m.partition}`;
+      const workflowId = reconfigurationWorkflowId(m.partition);
       return { ...m, workflowId, link: workflowLink(workflowId) };
     });
 

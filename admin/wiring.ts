@@ -1,18 +1,18 @@
 /** The admin API's sources: the broker, Temporal (moves, the rebalancer loop, drains) and the planner. */
 import type { Client } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
-import type { Topology } from '../cluster/contract';
-import { dryRun } from '../client/dry-run';
-import { startGrow, startReplace } from '../client/grow';
-import { startHandoff, startOwnerMove } from '../client/handoff';
-import { cancelMove, listMoves, outcomeOf, recentMoves, showMove, startFollowerMove } from '../client/moves';
-import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../client/rebalancer';
-import { scoreNodes, underReplicated } from '../planner';
-import type { InFlightMove, PlanInput, PlannerConfig, ProposalOp } from '../planner/types';
-import { relayScope, relayWorkflowId } from '../worker/relay';
-import { drainStatusQuery, type MoveStatus, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../workflows/definitions';
-import { KindKey, PartitionKey, SourceKey, TargetKey } from '../workflows/search-attributes';
-import type { AdminDeps, EndedRun, HoldView, RebalancerView, ScoresView } from './deps';
+import { dryRun } from '../operations/dry-run';
+import { startGrow, startReplace } from '../operations/grow';
+import { startHandoff, startOwnerMove } from '../operations/handoff';
+import { cancelMove, listMoves, outcomeOf, recentMoves, showMove, startFollowerMove } from '../operations/moves';
+import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../operations/rebalancer';
+import { relayScope, relayWorkflowId } from '../operations/relay';
+import { nodeScores } from '../operations/scores';
+import { underReplicated } from '../planner';
+import type { PlannerConfig, ProposalOp } from '../planner/types';
+import { drainStatusQuery, RECONFIGURATION_ID_PREFIX, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../rules/definitions';
+import { KindKey, PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
+import type { AdminDeps, EndedRun, HoldView, RebalancerView } from './deps';
 
 export interface AdminSources {
   client: Client;
@@ -20,21 +20,6 @@ export interface AdminSources {
   taskQueue: string;
   /** The planner settings the rebalancer runs with: scores, thresholds and the dry run use the same. */
   planner: PlannerConfig;
-}
-
-/** Moves in flight as the planner counts them: bytes still to copy, load arriving at `to` and leaving `from`. */
-function inFlight(moves: MoveStatus[]): InFlightMove[] {
-  return moves.map((m) => ({
-    partition: m.partition,
-    op: m.kind === 'owner-handoff' ? 'owner_handoff' : m.kind === 'replace' ? 'follower_replace' : 'follower_move',
-    from: m.from,
-    to: m.to,
-    bytesRemaining: m.bytesRemaining ?? 0,
-  }));
-}
-
-function planInput(topology: Topology, moves: MoveStatus[]): PlanInput {
-  return { topology, inFlight: inFlight(moves), cooldowns: { nodes: {}, partitions: {} }, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
 }
 
 /** A workflow's planner decisions by op, as the admin API names them (by kind). */
@@ -91,11 +76,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     topology: () => cluster.topology(),
     syncBudget: () => cluster.syncBudget(),
     invariants: () => cluster.invariants(),
-    scores(topology, moves): ScoresView {
-      const { mean, nodes } = scoreNodes(planInput(topology, moves), planner);
-      const spread = Math.max(0, ...nodes.filter((n) => n.live && !n.draining).map((n) => Math.abs(n.total - mean)));
-      return { nodes, weights: planner.weights, mean, upper: mean + planner.threshold, lower: mean - planner.threshold, spread };
-    },
+    scores: (topology, moves) => nodeScores(topology, moves, planner),
     async plan(topology) {
       // The loop's own input when it runs (the dry run proposes what it starts next); the transfers give bytes left.
       const [loop, budget] = await Promise.all([loopStatus(), cluster.syncBudget()]);
@@ -110,7 +91,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     moves: () => listMoves(client, taskQueue),
     recentMoves: (limit) => recentMoves(client, limit),
     async endedMoves(since, known) {
-      const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH 'reconfigure-' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;
+      const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH '${RECONFIGURATION_ID_PREFIX}' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;
       const found: EndedRun[] = [];
       for await (const wf of client.workflow.list({ query })) {
         if (known(wf.runId)) continue;
@@ -119,7 +100,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
         found.push({
           runId: wf.runId,
           workflowId: wf.workflowId,
-          partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
+          partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length),
           kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
           from: attrs.get(SourceKey) ?? null,
           to: attrs.get(TargetKey) ?? null,

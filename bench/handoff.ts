@@ -9,7 +9,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
-import { startHandoff } from '../client/handoff';
+import { startHandoff } from '../operations/handoff';
 import { ClusterClient } from '../cluster/client';
 import type { ClusterEvent } from '../cluster/contract';
 import { spawnCluster } from '../cluster/spawn';
@@ -17,7 +17,7 @@ import { startDevServer, type DevServer } from '../scripts/dev-server';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
 import { createRebalancerWorker } from '../worker/worker';
-import type { MoveOutcome } from '../workflows/definitions';
+import type { MoveOutcome } from '../rules/definitions';
 import { percentile } from './stats';
 
 function option(args: string[], name: string, fallback: number): number {

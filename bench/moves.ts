@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import pino from 'pino';
-import { startFollowerMove } from '../client/moves';
+import { startFollowerMove } from '../operations/moves';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import type { ClusterEvent, WriteReply } from '../cluster/contract';
@@ -21,7 +21,7 @@ import { startDevServer, type DevServer } from '../scripts/dev-server';
 import { percentile } from './stats';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
-import { statusQuery } from '../workflows/definitions';
+import { statusQuery } from '../rules/definitions';
 import { createRebalancerWorker } from '../worker/worker';
 
 interface Planned {

@@ -11,15 +11,15 @@ import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:f
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { drainStatus, rebalancerStatus } from '../client/rebalancer';
+import { drainStatus, rebalancerStatus } from '../operations/rebalancer';
 import { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import { spawnCluster, type SpawnedCluster } from '../cluster/spawn';
 import { planNow, planToConvergence, scoreNodes, zoneBoundNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { freePort } from '../scripts/dev-server';
 import { onPath, PROJECT_ROOT } from '../scripts/temporal-cli';
-import { relayScope } from '../worker/relay';
-import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../workflows/definitions';
+import { relayScope } from '../operations/relay';
+import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../rules/definitions';
 import { lowerBounds } from './planner';
 import { activityOf, busiestReceiver, repairSteps, targetMs, transferBoundMs, unsettledReasons, withoutCooldowns, withoutLimits, type Activity } from './settle-rules';
 import { round } from './stats';

@@ -7,9 +7,8 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../worker/config';
 import { COMMANDS } from './commands';
-import { MoveRefused } from './moves';
-import { auditCliAction } from '../admin/audit';
-import { connect, EXIT, takeAction, Unreachable, type Io } from './output';
+import { MoveRefused } from '../operations/moves';
+import { auditCliAction, connect, EXIT, takeAction, Unreachable, type Io } from './output';
 
 export { EXIT } from './output';
 

@@ -1,16 +1,18 @@
 /**
  * What every CLI command shares: the connection to Temporal and the broker, exit codes, argument checks, the
- * common options (--json, --reason, an example in --help), tables, outcome lines, and following a running
- * reconfiguration (--wait). A command module uses these and nothing else of cli.ts.
+ * common options (--json, --reason and its record in the audit log, an example in --help), tables, outcome lines,
+ * and following a running reconfiguration (--wait). A command module uses these and nothing else of cli.ts.
  */
+import os from 'node:os';
 import type { WorkflowHandle } from '@temporalio/client';
 import { type Command, CommanderError } from 'commander';
 import { ClusterClient } from '../cluster/client';
 import { PartitionId, NodeId } from '../cluster/contract';
+import { projectDataDir, recordAction } from '../operations/audit';
 import { loadEnv, temporalSettings } from '../worker/config';
-import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
-import { formatBytes } from '../workflows/format';
-import { outcomeOf, phasesSoFar } from './moves';
+import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../rules/definitions';
+import { formatBytes } from '../rules/format';
+import { outcomeOf, phasesSoFar } from '../operations/moves';
 
 /** Exit status, documented in docs/cli.md ("Exit status") and `rebalancer --help`; scripts rely on it. */
 export const EXIT = { done: 0, refused: 1, usage: 2, unreachable: 3 } as const;
@@ -132,6 +134,29 @@ export function takeAction(): OperatorAction | null {
   const action = pendingAction;
   pendingAction = null;
   return action;
+}
+
+/** Who runs the CLI: the login name, as the admin API's X-Operator names its callers. */
+function operator(): string {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return process.env.USER ?? 'cli';
+  }
+}
+
+/**
+ * The CLI's hook: records the action its --reason came with, and the outcome, in DATA_DIR's log (the file the
+ * admin API reads). A log that cannot be written is said on stderr, and the action's own result stands.
+ */
+export function auditCliAction(action: OperatorAction | null, outcome: string, io: Pick<Io, 'err'>): void {
+  if (!action) return;
+  try {
+    const { command, target, reason } = action;
+    recordAction(projectDataDir(loadEnv().DATA_DIR), { actor: operator(), source: 'cli', action: command, target, params: {}, reason, outcome });
+  } catch (err) {
+    io.err(`warning: the action was not recorded in the audit log: ${(err as Error).message}\n`);
+  }
 }
 
 /** Prints `value` as one JSON line when --json was given, else the lines for people. */

@@ -4,7 +4,7 @@
  * the output reads well in a log file or a pipe.
  */
 import { MultiBar, type SingleBar } from 'cli-progress';
-import type { MoveStatus } from '../workflows/definitions';
+import type { MoveStatus } from '../rules/definitions';
 import { moveLabel, progressLine } from './output';
 
 export interface WatchOptions {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
+import { SEARCH_ATTRIBUTES } from '../rules/search-attributes';
 import { onPath } from './temporal-cli';
 
 export interface DevServer {

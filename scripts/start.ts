@@ -9,12 +9,12 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadAdminEnv, startAdminService } from '../admin/main';
+import { startAdminService } from '../admin/main';
 import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
-import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
+import { exitOnConfigError, loadAdminEnv, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
 import { chooseLogFormat, createLogger, installRuntimeLogger, prettyEntry } from '../worker/logger';
-import { exampleMove } from '../client/moves';
+import { exampleMove } from '../operations/moves';
 import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';

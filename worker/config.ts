@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { parseBands } from '../planner/config';
 import { DEFAULT_PLANNER_CONFIG, validatePlannerConfig } from '../planner/config';
 import type { PlannerConfig, ScoreWeights } from '../planner/types';
-import { REBALANCER_MODES, type RebalancerSettings } from '../workflows/definitions';
+import { REBALANCER_MODES, type RebalancerSettings } from '../rules/definitions';
 
 const hostPort = z
   .string()
@@ -153,6 +153,31 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     throw new ConfigError(`${missing}="" is invalid: a client certificate needs both TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY`);
   }
   return env;
+}
+
+/**
+ * The admin service's settings (`npm start`) and the worker's SDK metrics port: here beside the worker's, so
+ * `npm run worker` reads its port without loading the admin service.
+ */
+export const AdminEnvSchema = z.object({
+  ADMIN_HOST: z.string().min(1, 'expected a host to listen on, for example 127.0.0.1').default('127.0.0.1'),
+  ADMIN_PORT: z.coerce.number().int().min(0).max(65535).default(7390),
+  /** Unset: a token is generated for this run and printed. */
+  ADMIN_TOKEN: z.string().min(16, 'expected at least 16 characters').optional(),
+  /** The Temporal Web UI that move links point at; the dev server's UI by default. */
+  TEMPORAL_UI_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for example http://127.0.0.1:8233' }).optional(),
+  /** The Temporal SDK's worker metrics (Prometheus) on 127.0.0.1; `npm start` defaults it, `npm run worker` serves them only when set. */
+  WORKER_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+});
+export type AdminEnv = z.infer<typeof AdminEnvSchema>;
+
+export function loadAdminEnv(source: NodeJS.ProcessEnv = process.env): AdminEnv {
+  const input = Object.fromEntries(Object.keys(AdminEnvSchema.shape).flatMap((k) => (source[k] ? [[k, source[k]]] : [])));
+  const parsed = AdminEnvSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const key = String(issue.path[0]);
+  throw new ConfigError(`${key}=${JSON.stringify(source[key] ?? '')} is invalid: ${issue.message}`);
 }
 
 /** Connection settings for a Temporal server at `address` (the env's, or a local dev server's). */

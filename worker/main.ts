@@ -2,8 +2,7 @@
  * `npm run worker`: the worker process on its own, against TEMPORAL_ADDRESS and CLUSTER_URL. Run more
  * copies on the same task queue to scale out. SIGINT/SIGTERM shut it down gracefully.
  */
-import { loadAdminEnv } from '../admin/main';
-import { exitOnConfigError, loadEnv, rebalancerSettings, temporalSettings } from './config';
+import { exitOnConfigError, loadAdminEnv, loadEnv, rebalancerSettings, temporalSettings } from './config';
 import { createLogger, installRuntimeLogger } from './logger';
 import { createRebalancerWorker } from './worker';
 

@@ -6,13 +6,13 @@ import type { Logger } from 'pino';
 import { createActivities, type ActivityDeps } from '../activities';
 import { createRebalancerActivities, type RebalancerDeps } from '../activities/rebalancer';
 import { createRelayActivities, type RelayDeps } from '../activities/relay';
-import { ensureRebalancer } from '../client/rebalancer';
+import { ensureRebalancer } from '../operations/rebalancer';
 import { planNow } from '../planner';
-import type { RebalancerSettings } from '../workflows/definitions';
+import type { RebalancerSettings } from '../rules/definitions';
 import { ClusterClient } from '../cluster/client';
-import type { RelayTuning } from '../workflows/relay';
+import type { RelayTuning } from '../rules/relay';
 import type { TemporalSettings } from './config';
-import { ensureRelay, relayScope } from './relay';
+import { ensureRelay, relayScope } from '../operations/relay';
 
 export const WORKFLOWS_PATH = path.resolve(import.meta.dirname, '../workflows/index.ts');
 

@@ -19,10 +19,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
-import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from './definitions';
-import { blockerLine, drainStarts, type DrainLeft } from './rebalancer-drain-rules';
+import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from '../rules/definitions';
+import { blockerLine, drainStarts, type DrainLeft } from '../rules/rebalancer-drain-rules';
 import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { pruneCooldowns, recordEnded } from './rebalancer-rules';
+import { pruneCooldowns, recordEnded } from '../rules/rebalancer-rules';
 
 // The draining mark is a write: a normal activity, so its input is kept for retries.
 const { setNodeDraining } = proxyActivities<RebalancerActivities>({

@@ -7,9 +7,9 @@
  */
 import { patched } from '@temporalio/workflow';
 import type { Refusal } from '../cluster/contract';
-import type { FollowerMoveRequest, MoveOutcome } from './definitions';
-import { checkFollowerMove, classifyRemovalRefusal } from './follower-move-rules';
-import { formatBytes } from './format';
+import type { FollowerMoveRequest, MoveOutcome } from '../rules/definitions';
+import { checkFollowerMove, classifyRemovalRefusal } from '../rules/follower-move-rules';
+import { formatBytes } from '../rules/format';
 import { begin, Operation } from './steps/operation';
 import { addLearner, dropLearnerAndSay, learnerInterrupts, waitForAdmission } from './steps/learner';
 import { removeLeaving } from './steps/remove-leaving';

@@ -5,9 +5,9 @@
  * eligible with whatever its disk holds until the removal. Before the swap every exit drops the learner; past
  * it the only ways on are finishing or ordinary recovery.
  */
-import type { MoveOutcome, ReplaceRequest } from './definitions';
+import type { MoveOutcome, ReplaceRequest } from '../rules/definitions';
 import { patched } from '@temporalio/workflow';
-import { checkReplace, ZONE_SPREAD } from './grow-rules';
+import { checkReplace, ZONE_SPREAD } from '../rules/grow-rules';
 import { removeOnceCovered, untilCounted, validate } from './steps/new-copy';
 import { begin } from './steps/operation';
 import { swap } from './steps/swap';

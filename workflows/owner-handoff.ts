@@ -10,8 +10,8 @@
 import { patched, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Refusal } from '../cluster/contract';
-import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from './definitions';
-import { checkHandoff } from './handoff-rules';
+import type { HandoffRequest, MoveOutcome, OwnerMoveRequest, QuietPoint } from '../rules/definitions';
+import { checkHandoff } from '../rules/handoff-rules';
 import { begin, Operation } from './steps/operation';
 import { closeAdmission, commitOwner, reopenAdmission, waitForQuietPoint } from './steps/owner';
 import { rejection, runStep, waitForActivation } from './steps/step';

@@ -4,8 +4,8 @@
  * hands the owner to T. One workflow (id `reconfigure-<partition>`), one status: `stage` says which half runs,
  * `via` whose copy moved. A stays a follower; the replica count and W never change.
  */
-import type { MoveOutcome, OwnerMoveRequest } from './definitions';
-import { checkOwnerMove } from './handoff-rules';
+import type { MoveOutcome, OwnerMoveRequest } from '../rules/definitions';
+import { checkOwnerMove } from '../rules/handoff-rules';
 import { handOff, runOperation } from './owner-handoff';
 import { moveFollower } from './follower-move-v2';
 

@@ -14,8 +14,9 @@ import {
   type ReconfigurationKind,
   type ReplaceRequest,
   type TrackedMove,
-} from './definitions';
-import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from './search-attributes';
+  WORKFLOW_TYPE,
+} from '../rules/definitions';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../rules/search-attributes';
 
 // Reads and planning are local activities: reading again or planning again after a crash is harmless, and
 // neither needs a round trip through the server.
@@ -29,13 +30,12 @@ type StepRequest = FollowerMoveRequest | HandoffRequest | ReplaceRequest;
 
 const moveRequest = (step: Proposal, origin: MoveOrigin): StepRequest => ({ partition: step.partition, from: step.from, to: step.to, origin, reason: step.reason });
 
-/** The workflow type and kind each planned operation runs as, and its request. */
-const RUNS_AS: Record<Proposal['op'], { type: string; kind: ReconfigurationKind; request: (step: Proposal, origin: MoveOrigin) => StepRequest }> = {
-  follower_move: { type: 'followerMoveV2', kind: 'follower-move', request: moveRequest },
-  owner_handoff: { type: 'ownerHandoff', kind: 'owner-handoff', request: moveRequest },
+/** The kind each planned operation runs as (its workflow type: WORKFLOW_TYPE), and its request. */
+const RUNS_AS: Record<Proposal['op'], { kind: ReconfigurationKind; request: (step: Proposal, origin: MoveOrigin) => StepRequest }> = {
+  follower_move: { kind: 'follower-move', request: moveRequest },
+  owner_handoff: { kind: 'owner-handoff', request: moveRequest },
   // A repair is `rebalancer replace` started by the loop: the lost copy goes only once the new one covers the boundary.
   follower_replace: {
-    type: 'followerReplacement',
     kind: 'replace',
     request: (step, origin) => ({ partition: step.partition, lost: step.from, with: step.to, origin, reason: step.reason }),
   },
@@ -49,11 +49,11 @@ export type Started = { move: TrackedMove; handle: ChildWorkflowHandle<Workflow>
  * the step is skipped and planned again from the next snapshot.
  */
 export async function startMove(step: Proposal, origin: MoveOrigin, now: number): Promise<Started> {
-  const { type, kind, request: requestFor } = RUNS_AS[step.op];
+  const { kind, request: requestFor } = RUNS_AS[step.op];
   const request = requestFor(step, origin);
   const workflowId = reconfigurationWorkflowId(step.partition);
   try {
-    const handle = await startChild(type, {
+    const handle = await startChild(WORKFLOW_TYPE[kind], {
       workflowId,
       args: [request],
       parentClosePolicy: ParentClosePolicy.ABANDON,

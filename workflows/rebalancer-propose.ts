@@ -18,9 +18,9 @@ import {
   type RebalancerSettings,
   type RebalancerState,
   type RebalancerStatus,
-} from './definitions';
-import { planHolds } from './rebalancer-rules';
-import { approvedNow, checkApprove, checkRefresh, proposalOf, remember, waitingForApproval, type ApprovalRefusal } from './rebalancer-approval';
+} from '../rules/definitions';
+import { planHolds } from '../rules/rebalancer-rules';
+import { approvedNow, checkApprove, checkRefresh, proposalOf, remember, waitingForApproval, type ApprovalRefusal } from '../rules/rebalancer-approval';
 
 // Local activities, like the loop's other reads and planning: reading or planning again after a crash is harmless.
 const { proposePlan, checkPlanSteps } = proxyLocalActivities<RebalancerActivities>({

@@ -24,10 +24,10 @@ import {
   type RebalancerInput,
   type RebalancerState,
   type RebalancerStatus,
-} from './definitions';
+} from '../rules/definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
 import { proposeMode } from './rebalancer-propose';
-import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from './rebalancer-rules';
+import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from '../rules/rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {

@@ -3,9 +3,9 @@
  * wait until the broker admits it, then one guarded write promotes T and raises the configured replication
  * factor together, so W changes only when T starts to count. Every exit before the promotion drops the learner.
  */
-import type { GrowRequest, MoveOutcome } from './definitions';
+import type { GrowRequest, MoveOutcome } from '../rules/definitions';
 import { patched } from '@temporalio/workflow';
-import { checkGrow, ZONE_SPREAD } from './grow-rules';
+import { checkGrow, ZONE_SPREAD } from '../rules/grow-rules';
 import { untilCounted, validate } from './steps/new-copy';
 import { begin } from './steps/operation';
 import { promoteLearner } from './steps/learner';

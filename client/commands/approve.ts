@@ -6,9 +6,9 @@
  */
 import os from 'node:os';
 import type { Command } from 'commander';
-import type { ProposedPlan, StaleStep } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
-import { approvePlan, refreshPlan } from '../rebalancer';
+import type { ProposedPlan, StaleStep } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
+import { approvePlan, refreshPlan } from '../../operations/rebalancer';
 import { auditedReason, defineCommand, EXIT, moveLabel, print, table, usageError, withConnection, type CommandDeps } from '../output';
 import { loopScope } from './pause';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { auditFile, projectDataDir, readAudit } from '../../admin/audit';
+import { auditFile, projectDataDir, readAudit } from '../../operations/audit';
 import { loadEnv } from '../../worker/config';
 import { defineCommand, positiveInt, print, table, type CommandDeps } from '../output';
 

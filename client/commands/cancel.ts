@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import type { MoveStatus } from '../../workflows/definitions';
-import { cancelMove } from '../moves';
+import type { MoveStatus } from '../../rules/definitions';
+import { cancelMove } from '../../operations/moves';
 import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps } from '../output';
 
 /** What an accepted cancel undoes: a handoff reopens admission on the owner; every other kind drops its learner. */

@@ -1,8 +1,8 @@
 import os from 'node:os';
 import type { Command } from 'commander';
-import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
-import { drainNotice, drainOutcome, loopStatusIfAny, startDrain } from '../rebalancer';
+import { drainStatusQuery, type DrainOutcome, type DrainStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
+import { drainNotice, drainOutcome, loopStatusIfAny, startDrain } from '../../operations/rebalancer';
 import { auditedReason, defineCommand, EXIT, parseId, print, withConnection, type CommandDeps } from '../output';
 import { loopScope } from './pause';
 import { notice } from './pin';

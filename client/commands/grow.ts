@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { startGrow } from '../grow';
+import { startGrow } from '../../operations/grow';
 import { auditedReason, defineCommand, followMove, parseId, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 

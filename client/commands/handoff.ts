@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { startHandoff } from '../handoff';
-import { outcomeOf } from '../moves';
+import { startHandoff } from '../../operations/handoff';
+import { outcomeOf } from '../../operations/moves';
 import { auditedReason, defineCommand, followMove, parseId, positiveInt, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { startMoveFrom } from '../handoff';
-import { MoveRefused } from '../moves';
+import { startMoveFrom } from '../../operations/handoff';
+import { MoveRefused } from '../../operations/moves';
 import { auditedReason, defineCommand, followMove, parseId, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 

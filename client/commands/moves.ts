@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { formatBytes } from '../../workflows/format';
-import { listMoves, recentMoves, type EndedMove } from '../moves';
+import { formatBytes } from '../../rules/format';
+import { listMoves, recentMoves, type EndedMove } from '../../operations/moves';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps } from '../output';
 import { watchMoves } from '../watch';
 

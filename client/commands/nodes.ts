@@ -1,12 +1,12 @@
 /**
- * `rebalancer nodes`: every node's score vector as the rebalancer weighs it (the admin API's and the dashboard's
- * computation, moves in flight counted), with the cluster mean and the band outside which the planner moves.
+ * `rebalancer nodes`: every node's score vector as the rebalancer weighs it (operations/scores.ts, as the admin API
+ * and the dashboard show it, moves in flight counted), with the cluster mean and the band outside which the
+ * planner moves.
  */
 import type { Command } from 'commander';
-import { createAdminDeps } from '../../admin/wiring';
-import type { ScoresView } from '../../admin/deps';
+import { listMoves } from '../../operations/moves';
+import { nodeScores, type ScoresView } from '../../operations/scores';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
-import { listMoves } from '../moves';
 import { defineCommand, print, table, withConnection, type CommandDeps } from '../output';
 
 function describe(v: ScoresView): string {
@@ -32,7 +32,7 @@ export function register(program: Command, deps: CommandDeps): void {
     await withConnection(deps, async (ctx) => {
       const cluster = await ctx.needBroker();
       const [topology, moves] = await Promise.all([cluster.topology(), listMoves(ctx.client, ctx.taskQueue)]);
-      const view = createAdminDeps({ client: ctx.client, cluster, taskQueue: ctx.taskQueue, planner }).scores(topology, moves);
+      const view = nodeScores(topology, moves, planner);
       print(deps.io, opts.json, view, () => describe(view));
     });
   });

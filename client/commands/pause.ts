@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type { Command } from 'commander';
-import { relayScope } from '../../worker/relay';
-import { setPaused } from '../rebalancer';
+import { relayScope } from '../../operations/relay';
+import { setPaused } from '../../operations/rebalancer';
 import { auditedReason, defineCommand, print, withConnection, type CommandDeps, type Connected } from '../output';
 
 /** The loop of the broker and task queue the CLI is configured for. */

@@ -6,10 +6,10 @@
  */
 import os from 'node:os';
 import type { Command } from 'commander';
-import type { RebalancerStatus } from '../../workflows/definitions';
-import type { HoldAction } from '../../workflows/rebalancer-rules';
-import { MoveRefused } from '../moves';
-import { loopStatusIfAny, pinNotice, setHold, unknownId } from '../rebalancer';
+import type { RebalancerStatus } from '../../rules/definitions';
+import type { HoldAction } from '../../rules/rebalancer-rules';
+import { MoveRefused } from '../../operations/moves';
+import { loopStatusIfAny, pinNotice, setHold, unknownId } from '../../operations/rebalancer';
 import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps, type Connected } from '../output';
 import { loopScope } from './pause';
 

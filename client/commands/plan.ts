@@ -10,11 +10,11 @@ import { ClusterClient } from '../../cluster/client';
 import type { Topology, Transfer } from '../../cluster/contract';
 import { bandWords, checkSnapshot, type PlannerConfig } from '../../planner';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
-import type { RebalancerStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
-import { dryRun, sameStep, type DryRun } from '../dry-run';
+import type { RebalancerStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
+import { dryRun, sameStep, type DryRun } from '../../operations/dry-run';
 import { defineCommand, print, table, Unreachable, usageError, type CommandDeps } from '../output';
-import { rebalancerStatus } from '../rebalancer';
+import { rebalancerStatus } from '../../operations/rebalancer';
 import { loopScope } from './pause';
 
 function readSnapshot(file: string): Topology {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { startReplace } from '../grow';
+import { startReplace } from '../../operations/grow';
 import { auditedReason, defineCommand, followMove, parseId, printStarted, withConnection, type CommandDeps } from '../output';
 import { sayIfPinned } from './pin';
 

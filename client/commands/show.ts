@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import type { MoveStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
-import { showMove } from '../moves';
+import type { MoveStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
+import { showMove } from '../../operations/moves';
 import { defineCommand, outcomeLine, parseId, withConnection, type CommandDeps } from '../output';
 
 /** `label: value` lines with the values in one column, whatever the longest label; a null row is not shown. */

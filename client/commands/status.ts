@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '../../planner';
-import type { RebalancerStatus } from '../../workflows/definitions';
-import { formatBytes } from '../../workflows/format';
-import { rebalancerStatus } from '../rebalancer';
+import type { RebalancerStatus } from '../../rules/definitions';
+import { formatBytes } from '../../rules/format';
+import { rebalancerStatus } from '../../operations/rebalancer';
 import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
 import { planLines } from './approve';
 import { loopScope } from './pause';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { undrain } from '../rebalancer';
+import { undrain } from '../../operations/rebalancer';
 import { auditedReason, defineCommand, parseId, print, withConnection, type CommandDeps } from '../output';
 import { drainOutcomeLine } from './drain';
 

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { AuditLog, auditFile } from '../../admin/audit';
+import { AuditLog, auditFile } from '../../operations/audit';
 import { HistoryStore } from '../../admin/history';
 import type { AdminDeps } from '../../admin/deps';
 import { startAdmin, type RunningAdmin } from '../../admin/server';

@@ -6,11 +6,11 @@
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
-import { MoveRefused } from '../../client/moves';
+import { MoveRefused } from '../../operations/moves';
 import { drainOutcomeLine } from '../../client/commands/drain';
-import { drainOutcome, drainStatus, startDrain, undrain } from '../../client/rebalancer';
+import { drainOutcome, drainStatus, startDrain, undrain } from '../../operations/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
-import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../workflows/definitions';
+import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../rules/definitions';
 import { connectClient, copiesOn, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
 const taskQueue = `drain-${process.pid}`;

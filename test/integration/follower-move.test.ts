@@ -6,11 +6,11 @@ import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities, type ActivityDeps } from '../../activities';
-import { MoveRefused, cancelMove, showMove, startFollowerMove, type MovesContext } from '../../client/moves';
+import { MoveRefused, cancelMove, showMove, startFollowerMove, type MovesContext } from '../../operations/moves';
 import { ClusterHttpError } from '../../cluster/client';
 import type { Partition, WriteReply } from '../../cluster/contract';
 import { WORKFLOWS_PATH } from '../../worker/worker';
-import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../workflows/definitions';
+import { nodeSignal, statusQuery, type MoveStatus, type MoveTiming } from '../../rules/definitions';
 import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, startTestCluster, startWorker, temporalAddress, temporalNamespace, type TestCluster } from './helpers';
 
 let cluster: TestCluster;

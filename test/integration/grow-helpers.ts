@@ -7,9 +7,9 @@ import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { ClusterClient } from '../../cluster/client';
 import type { Partition } from '../../cluster/contract';
-import { MoveRefused, type MovesContext } from '../../client/moves';
+import { MoveRefused, type MovesContext } from '../../operations/moves';
 import type { SimConfig } from '../../cluster/sim/types';
-import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../workflows/definitions';
+import { reconfigurationWorkflowId, statusQuery, type MoveStatus } from '../../rules/definitions';
 import { eventually, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 

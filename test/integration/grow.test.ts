@@ -9,11 +9,11 @@
  */
 import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { startGrow } from '../../client/grow';
-import { cancelMove } from '../../client/moves';
+import { startGrow } from '../../operations/grow';
+import { cancelMove } from '../../operations/moves';
 import { writeRequirement, type Fault, type GuardedWriteName, type Partition } from '../../cluster/contract';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
-import { KindKey } from '../../workflows/search-attributes';
+import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
+import { KindKey } from '../../rules/search-attributes';
 import { counted, eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
 import { type Armed, freshPartition, healAfter, refusal, settled, untilPhase, useSuite } from './grow-helpers';
 

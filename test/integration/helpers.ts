@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { runCli } from '../../client/cli';
-import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../client/moves';
+import { outcomeOf as clientOutcomeOf, type MovesContext } from '../../operations/moves';
 import { expect, inject } from 'vitest';
 import pino from 'pino';
 import { ClusterClient } from '../../cluster/client';
@@ -14,9 +14,9 @@ import { createRebalancerWorker, WORKFLOWS_PATH, type RebalancerWorker, type Reb
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { installRuntimeLogger } from '../../worker/logger';
-import { relayScope } from '../../worker/relay';
-import type { MoveOutcome, RebalancerSettings } from '../../workflows/definitions';
-import { holders } from '../../workflows/rebalancer-rules';
+import { relayScope } from '../../operations/relay';
+import type { MoveOutcome, RebalancerSettings } from '../../rules/definitions';
+import { holders } from '../../rules/rebalancer-rules';
 import { testFileNamespace } from './namespaces';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
@@ -212,7 +212,7 @@ export async function replayAndKeep(client: Client, workflowId: string, fixtureN
 }
 
 /**
- * How a reconfiguration ended, by the convention above MoveOutcome (definitions.ts): the result of a completed
+ * How a reconfiguration ended, by the convention above MoveOutcome (rules/definitions.ts): the result of a completed
  * run (and of every followerMove v1 run), details[0] of an aborted run's ApplicationFailure or of a cancelled
  * run's CancelledFailure, or the memo of a run the server closed as Canceled.
  */

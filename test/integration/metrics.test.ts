@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startAdminFixture, type AdminFixture } from './admin-fixture';
-import { rebalancerStatus } from '../../client/rebalancer';
-import { relayScope } from '../../worker/relay';
+import { rebalancerStatus } from '../../operations/rebalancer';
+import { relayScope } from '../../operations/relay';
 import { eventually } from './helpers';
 
 let f: AdminFixture;

@@ -12,12 +12,12 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGrow, startReplace } from '../../client/grow';
-import { startHandoff, startOwnerMove } from '../../client/handoff';
-import type { MovesContext } from '../../client/moves';
+import { startGrow, startReplace } from '../../operations/grow';
+import { startHandoff, startOwnerMove } from '../../operations/handoff';
+import type { MovesContext } from '../../operations/moves';
 import { ClusterClient } from '../../cluster/client';
 import { writeRequirement, type GuardedWriteName, type Partition } from '../../cluster/contract';
-import { reconfigurationWorkflowId, statusQuery, type MoveOutcome, type MovePhase } from '../../workflows/definitions';
+import { reconfigurationWorkflowId, statusQuery, type MoveOutcome, type MovePhase } from '../../rules/definitions';
 import { connectClient, counted, eventually, outcomeOf, replayAndKeep, replayStrictly, startTestCluster, startWorker } from './helpers';
 import { restartableCluster, restartableTemporal, type Restartable } from './processes';
 import { armFault, type Armed } from './write-faults';

@@ -5,11 +5,11 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMoveFrom, startOwnerMove } from '../../client/handoff';
-import { cancelMove, MoveRefused, outcomeOf, type MovesContext } from '../../client/moves';
+import { startMoveFrom, startOwnerMove } from '../../operations/handoff';
+import { cancelMove, MoveRefused, outcomeOf, type MovesContext } from '../../operations/moves';
 import type { Partition } from '../../cluster/contract';
-import { KindKey } from '../../workflows/search-attributes';
-import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../workflows/definitions';
+import { KindKey } from '../../rules/search-attributes';
+import { statusQuery, type MoveOutcome, type MoveStatus, type OwnerMoveRequest } from '../../rules/definitions';
 import { runCli } from '../../client/cli';
 import { eventually, replayAndKeep, startSuite, temporalEnv, type TestCluster } from './helpers';
 

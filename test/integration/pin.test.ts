@@ -6,15 +6,15 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AuditLog } from '../../admin/audit';
+import { AuditLog } from '../../operations/audit';
 import { startAdmin, type RunningAdmin } from '../../admin/server';
 import { createAdminDeps } from '../../admin/wiring';
-import { drainStatus, rebalancerStatus, setPaused } from '../../client/rebalancer';
+import { drainStatus, rebalancerStatus, setPaused } from '../../operations/rebalancer';
 import type { Partition } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
-import { relayScope } from '../../worker/relay';
+import { relayScope } from '../../operations/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
+import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';
 import { call, TOKEN } from './admin-fixture';
 import { cli, connectClient, copiesOn, counted, eventually, logger, loopRunId, replayAndKeep, startTestCluster, stopLoopWorker, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 

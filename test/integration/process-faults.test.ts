@@ -5,9 +5,9 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { startFollowerMove } from '../../client/moves';
+import { startFollowerMove } from '../../operations/moves';
 import { ClusterClient } from '../../cluster/client';
-import { statusQuery, type MovePhase } from '../../workflows/definitions';
+import { statusQuery, type MovePhase } from '../../rules/definitions';
 import type { followerMoveV2 } from '../../workflows/follower-move-v2';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 import { restartableCluster, restartableTemporal, spawnWorker, tmpDir } from './processes';

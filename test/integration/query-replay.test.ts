@@ -13,10 +13,10 @@ import path from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGrow, startReplace } from '../../client/grow';
-import { startHandoff, startOwnerMove } from '../../client/handoff';
-import { startFollowerMove } from '../../client/moves';
-import { reconfigurationWorkflowId, statusQuery, type MoveOutcome } from '../../workflows/definitions';
+import { startGrow, startReplace } from '../../operations/grow';
+import { startHandoff, startOwnerMove } from '../../operations/handoff';
+import { startFollowerMove } from '../../operations/moves';
+import { reconfigurationWorkflowId, statusQuery, type MoveOutcome } from '../../rules/definitions';
 import { connectClient, eventually, outcomeOf, replayAndKeep, replayStrictly, startTestCluster, startWorker, type TestCluster } from './helpers';
 import { restartableTemporal, type Restartable } from './processes';
 

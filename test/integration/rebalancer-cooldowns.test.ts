@@ -6,12 +6,12 @@
  * what the loop starts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DryRun } from '../../client/dry-run';
-import { rebalancerStatus, setPaused } from '../../client/rebalancer';
+import type { DryRun } from '../../operations/dry-run';
+import { rebalancerStatus, setPaused } from '../../operations/rebalancer';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
-import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
-import { holders } from '../../workflows/rebalancer-rules';
+import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';
+import { holders } from '../../rules/rebalancer-rules';
 import { cli, eventually, logger, loopRunId, replayAndKeep, startLoopSuite, stopLoopSuite, type LoopSuite } from './helpers';
 
 const taskQueue = `rebalancer-cooldowns-${process.pid}`;

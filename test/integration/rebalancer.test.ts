@@ -6,13 +6,13 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MoveRefused } from '../../client/moves';
+import { MoveRefused } from '../../operations/moves';
 import { createRebalancerActivities } from '../../activities/rebalancer';
-import { drainOutcome, drainStatus, rebalancerStatus, setPaused, startDrain } from '../../client/rebalancer';
+import { drainOutcome, drainStatus, rebalancerStatus, setPaused, startDrain } from '../../operations/rebalancer';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
 import type { RebalancerWorker } from '../../worker/worker';
-import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../workflows/definitions';
+import { drainStatusQuery, type RebalancerSettings, type RebalancerStatus, type TrackedMove } from '../../rules/definitions';
 import { cli, copiesOn, eventually, loopRunId, replayAndKeep, startLoopSuite, stopLoopSuite, type TestCluster } from './helpers';
 
 const taskQueue = `rebalancer-loop-${process.pid}`;

@@ -14,10 +14,10 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
-import { ensureRelay, relayScope } from '../../worker/relay';
+import { ensureRelay, relayScope } from '../../operations/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import { drainWorkflowId, rebalancerWorkflowId } from '../../workflows/definitions';
-import { SourceKey, TargetKey } from '../../workflows/search-attributes';
+import { drainWorkflowId, rebalancerWorkflowId } from '../../rules/definitions';
+import { SourceKey, TargetKey } from '../../rules/search-attributes';
 import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 import { spawnWorker, type Child } from './processes';
 

@@ -8,13 +8,13 @@
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
-import { drainOutcome, rebalancerStatus, startDrain } from '../../client/rebalancer';
+import { drainOutcome, rebalancerStatus, startDrain } from '../../operations/rebalancer';
 import type { Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
-import { relayScope } from '../../worker/relay';
+import { relayScope } from '../../operations/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import type { RebalancerSettings, RebalancerStatus } from '../../workflows/definitions';
-import { holders } from '../../workflows/rebalancer-rules';
+import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';
+import { holders } from '../../rules/rebalancer-rules';
 import { connectClient, eventually, logger, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 const taskQueue = `repair-${process.pid}`;

@@ -7,11 +7,11 @@
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { startGrow, startReplace } from '../../client/grow';
-import { cancelMove } from '../../client/moves';
+import { startGrow, startReplace } from '../../operations/grow';
+import { cancelMove } from '../../operations/moves';
 import type { Fault, GuardedWriteName, Partition } from '../../cluster/contract';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
-import { KindKey } from '../../workflows/search-attributes';
+import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
+import { KindKey } from '../../rules/search-attributes';
 import { type Armed, freshPartition, healAfter, refusal, settled, untilPhase, useSuite } from './grow-helpers';
 import { counted, eventually, outcomeOf, replayAndKeep, startWorker } from './helpers';
 

@@ -9,9 +9,9 @@
  * Partitions q-252..q-259.
  */
 import { describe, expect, it } from 'vitest';
-import { startReplace } from '../../client/grow';
-import { cancelMove } from '../../client/moves';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
+import { startReplace } from '../../operations/grow';
+import { cancelMove } from '../../operations/moves';
+import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
 import { freshPartition, settled, useSuite } from './grow-helpers';
 import { counted, eventually, outcomeOf } from './helpers';
 

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFollowerMove } from '../../client/moves';
+import { startFollowerMove } from '../../operations/moves';
 import { freePort } from '../../scripts/dev-server';
 import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, temporalEnv, type TestCluster } from './helpers';
 

@@ -6,9 +6,9 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cancelMove, startFollowerMove, type MovesContext } from '../../client/moves';
+import { cancelMove, startFollowerMove, type MovesContext } from '../../operations/moves';
 import type { Partition } from '../../cluster/contract';
-import { statusQuery, type MoveOutcome, type MoveStatus } from '../../workflows/definitions';
+import { statusQuery, type MoveOutcome, type MoveStatus } from '../../rules/definitions';
 import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 

@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFollowerMove, type MovesContext } from '../../client/moves';
-import { reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
-import { PhaseKey, PhaseSinceKey } from '../../workflows/search-attributes';
+import { startFollowerMove, type MovesContext } from '../../operations/moves';
+import { reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
+import { PhaseKey, PhaseSinceKey } from '../../rules/search-attributes';
 import { eventually, outcomeOf, pickMove, startSuite, type TestCluster } from './helpers';
 import { armFault, type Armed } from './write-faults';
 

@@ -10,9 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities';
 import { createRelayActivities } from '../../activities/relay';
 import type { ClusterEvent, Node, PartitionView } from '../../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery } from '../../workflows/definitions';
+import { cancelUpdate, reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
 import type { progressRelay } from '../../workflows/relay';
-import { KindKey, PhaseKey } from '../../workflows/search-attributes';
+import { KindKey, PhaseKey } from '../../rules/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { connectClient, eventually, outcomeOf, replayAndKeep, temporalAddress, temporalNamespace } from './helpers';
 

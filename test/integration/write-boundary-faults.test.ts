@@ -6,8 +6,8 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '../../client/moves';
-import { statusQuery } from '../../workflows/definitions';
+import { cancelMove, MoveRefused, startFollowerMove, type MovesContext } from '../../operations/moves';
+import { statusQuery } from '../../rules/definitions';
 import type { Fault, GuardedWriteName } from '../../cluster/contract';
 import { eventually, outcomeOf, pickMove, replayAndKeep, startSuite, type TestCluster } from './helpers';
 import { armFault, healAfter, type Armed } from './write-faults';

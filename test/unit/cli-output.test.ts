@@ -4,9 +4,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ClusterSim } from '../../cluster/sim/sim';
-import { exampleMove } from '../../client/moves';
+import { exampleMove } from '../../operations/moves';
 import { watchMoves } from '../../client/watch';
-import type { MoveStatus } from '../../workflows/definitions';
+import type { MoveStatus } from '../../rules/definitions';
 import { isWebpackReport, prettyLine } from '../../worker/logger';
 
 const fresh = () => ClusterSim.create({ nodes: 5, partitions: 12, streams: 1, config: {} }).topology();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Node, Partition } from '../../cluster/contract';
-import { checkFollowerMove, classifyRemovalRefusal, TargetWatch } from '../../workflows/follower-move-rules';
+import { checkFollowerMove, classifyRemovalRefusal, TargetWatch } from '../../rules/follower-move-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,

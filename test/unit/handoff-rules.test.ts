@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Node, Partition, PartitionView, ReplicaProgress } from '../../cluster/contract';
 import { countedBelow } from '../../activities';
-import { checkHandoff, checkOwnerMove, handoffCandidates } from '../../workflows/handoff-rules';
+import { checkHandoff, checkOwnerMove, handoffCandidates } from '../../rules/handoff-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,

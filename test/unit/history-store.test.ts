@@ -10,7 +10,7 @@ import type { ClusterEvent, Topology } from '../../cluster/contract';
 import { bytesCopied, HISTORY_MS, HistoryStore, notePeaks, worstByDimension, type ClusterSample, type NodeSample } from '../../admin/history';
 import type { EndedRun } from '../../admin/deps';
 import type { NodeScore } from '../../planner/types';
-import type { MoveStatus } from '../../workflows/definitions';
+import type { MoveStatus } from '../../rules/definitions';
 
 const NONE = new Map<string, number>();
 const T0 = Date.parse('2026-01-01T00:00:00Z');

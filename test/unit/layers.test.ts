@@ -30,6 +30,25 @@ describe('the layer guard', () => {
     ['planner/x.ts', "import { ClusterSim } from '../cluster/sim/sim';", /The planner is pure/],
     ['cluster/main.ts', "import { runCli } from '../client/cli';", /The reference cluster imports nothing of the rebalancer/],
     ['cluster/sim/x.ts', "import { planNow } from '../../planner';", /The reference cluster imports nothing of the rebalancer/],
+    ['cluster/x.ts', "import { WORKFLOW_TYPE } from '../rules/definitions';", /The reference cluster imports nothing of the rebalancer/],
+    ['planner/x.ts', "import type { MoveStatus } from '../rules/definitions';", /The planner is pure/],
+    ['rules/x.ts', "import { startFollowerMove } from '../operations/moves';", /rules\/ imports nothing of the folders above it/],
+    ['rules/x.ts', "import type { Activities } from '../activities';", /rules\/ imports nothing of the folders above it/],
+    ['rules/x.ts', "import { planNow } from '../planner';", /rules\/ imports only types from the contract and the planner/],
+    ['rules/x.ts', "import { createHash } from 'node:crypto';", /Node built-ins are not available/],
+    ['operations/x.ts', "import type { drain } from '../workflows/drain';", /operations\/ imports only rules\/, the planner and the broker/],
+    ['operations/x.ts', "import { createActivities } from '../activities';", /operations\/ imports only rules\/, the planner and the broker/],
+    ['operations/x.ts', "import { loadEnv } from '../worker/config';", /operations\/ imports only rules\/, the planner and the broker/],
+    ['activities/x.ts', "import type { RelayInput } from '../workflows/relay';", /Activities import only the folders beneath them/],
+    ['activities/x.ts', "import { ensureRelay } from '../worker/relay';", /Activities import only the folders beneath them/],
+    ['workflows/steps/x.ts', "import type { Env } from '../../worker/config';", /Workflows import nothing of the folders above them/],
+    ['workflows/x.ts', "import { outcomeOf } from '../operations/moves';", /Workflows import only types/],
+    ['worker/x.ts', "import { loadAdminEnv } from '../admin/main';", /The worker imports only the folders beneath it/],
+    ['worker/x.ts', "import { ensureRebalancer } from '../client/rebalancer';", /The worker imports only the folders beneath it/],
+    ['client/commands/x.ts', "import { readAudit } from '../../admin/audit';", /The CLI imports only the folders beneath it/],
+    ['client/x.ts', "import { startAdminService } from '../admin/main';", /The CLI imports only the folders beneath it/],
+    ['admin/x.ts', "import { dryRun } from '../client/dry-run';", /The admin API imports only the folders beneath it/],
+    ['admin/x.ts', "import { startAdminService } from '../scripts/start';", /The admin API imports only the folders beneath it/],
   ])('refuses, in %s, %s', async (file, code, message) => {
     const messages = await refused(file, code);
     expect(messages).toHaveLength(1);
@@ -42,6 +61,13 @@ describe('the layer guard', () => {
     ['planner/x.ts', "import { Topology } from '../cluster/contract';"],
     ['cluster/conformance/x.ts', "import { ClusterClient } from '../client';"],
     ['client/x.ts', "import { planNow } from '../planner';"],
+    ['rules/x.ts', "import type { PlannerConfig } from '../planner/types';"],
+    ['operations/x.ts', "import { reconfigurationWorkflowId } from '../rules/definitions';"],
+    ['activities/x.ts', "import { outcomeOf } from '../operations/moves';"],
+    ['workflows/x.ts', "import { WORKFLOW_TYPE } from '../rules/definitions';"],
+    ['worker/x.ts', "import { ensureRebalancer } from '../operations/rebalancer';"],
+    ['client/commands/x.ts', "import { readAudit } from '../../operations/audit';"],
+    ['admin/x.ts', "import { nodeScores } from '../operations/scores';"],
   ])('lets through, in %s, %s', async (file, code) => {
     expect(await refused(file, code)).toEqual([]);
   });

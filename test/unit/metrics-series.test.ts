@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AdminDeps, RebalancerView } from '../../admin/deps';
 import { createMetrics } from '../../admin/metrics';
-import type { MoveStatus } from '../../workflows/definitions';
+import type { MoveStatus } from '../../rules/definitions';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 

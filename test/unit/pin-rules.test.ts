@@ -1,7 +1,7 @@
 /** Pins and exclusions as pure rules: the loop's refusals, the steps it leaves alone, and the notices and id checks clients give. */
 import { describe, expect, it } from 'vitest';
-import { drainNotice, pinNotice, unknownId } from '../../client/rebalancer';
-import { checkHold, operatorHold, planHolds } from '../../workflows/rebalancer-rules';
+import { drainNotice, pinNotice, unknownId } from '../../operations/rebalancer';
+import { checkHold, operatorHold, planHolds } from '../../rules/rebalancer-rules';
 import { node, partition, topology } from './planner-topology';
 
 const alice = { by: 'alice', reason: 'investigating', at: 1 };

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planToConvergence } from '../../planner';
 import type { InFlightMove, Proposal } from '../../planner/types';
-import type { ApprovalState, PastPlan, ProposedPlan } from '../../workflows/definitions';
-import { approvedNow, basisOf, checkApprove, checkRefresh, PAST_PLANS, proposalOf, remember, staleSteps } from '../../workflows/rebalancer-approval';
+import type { ApprovalState, PastPlan, ProposedPlan } from '../../rules/definitions';
+import { approvedNow, basisOf, checkApprove, checkRefresh, PAST_PLANS, proposalOf, remember, staleSteps } from '../../rules/rebalancer-approval';
 import { input, node, partition, ring, topology } from './planner-topology';
 
 const step = (partition: string, from: string, to: string, op: Proposal['op'] = 'follower_move'): Proposal => ({ op, partition, from, to, bytes: 100, reason: 'test' });

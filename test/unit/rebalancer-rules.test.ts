@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Node, Partition, Topology } from '../../cluster/contract';
 import type { InFlightMove, Proposal } from '../../planner/types';
-import type { TrackedMove } from '../../workflows/definitions';
+import type { TrackedMove } from '../../rules/definitions';
 import { DEFAULT_PLANNER_CONFIG, planNow } from '../../planner';
-import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../workflows/rebalancer-drain-rules';
-import { checkOperatorNote, closedListFrom, inFlightMoves, cooldownsOnArrival, nodeArrived, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../workflows/rebalancer-rules';
+import { blockerLine, checkDrain, drainBlockers, drainLeft, drainStarts, heldByDrains, planInputFor } from '../../rules/rebalancer-drain-rules';
+import { checkOperatorNote, closedListFrom, inFlightMoves, cooldownsOnArrival, nodeArrived, pruneCooldowns, recordClosed, recordEnded, recoveryPending, selectStarts } from '../../rules/rebalancer-rules';
 
 const node = (id: string, over: Partial<Node> = {}): Node => ({
   id, processId: `${id}-p1`, storageInstance: `${id}-s1`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false, ...over,

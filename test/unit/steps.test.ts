@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Partition, PartitionView, Refusal } from '../../cluster/contract';
-import { classifyRemovalRefusal } from '../../workflows/follower-move-rules';
+import { classifyRemovalRefusal } from '../../rules/follower-move-rules';
 import { Operation } from '../../workflows/steps/operation';
 import { addLearner, dropLearner, learnerInterrupts } from '../../workflows/steps/learner';
 import { commitOwner } from '../../workflows/steps/owner';

@@ -1,8 +1,8 @@
 /**
  * Workflow code reads the clock only for data: every `Date.now()` and argument-less `new Date()` under workflows/
- * must be one of the uses named here (the rule: the header of workflows/steps/step.ts). A decision taken on the
- * clock right after a read can replay differently; a new use fails this test until it is a timer, or named here
- * with the reason it only feeds data.
+ * and rules/ (bundled with them) must be one of the uses named here (the rule: the header of
+ * workflows/steps/step.ts). A decision taken on the clock right after a read can replay differently; a new use
+ * fails this test until it is a timer, or named here with the reason it only feeds data.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -64,6 +64,7 @@ function clockUses(): { file: string; line: string }[] {
     }
   };
   walk(path.join(root, 'workflows'));
+  walk(path.join(root, 'rules'));
   return uses;
 }
 

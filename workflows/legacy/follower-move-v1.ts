@@ -5,7 +5,7 @@
  * abort is clean (drop the learner); after it the only ways on are finishing or ordinary recovery.
  *
  * Longer than most files on purpose: one workflow function whose steps share the move's state (what the
- * broker said, the status an operator queries) as closures; the pure rules live in follower-move-rules.ts.
+ * broker said, the status an operator queries) as closures; the pure rules live in rules/follower-move-rules.ts.
  */
 import {
   ActivityFailure,
@@ -38,10 +38,10 @@ import {
   type MovePhase,
   type MoveStatus,
   type MoveTiming,
-} from '../definitions';
-import { checkFollowerMove, classifyRemovalRefusal, TargetWatch, type TargetReport } from '../follower-move-rules';
-import { formatBytes } from '../format';
-import { PhaseKey } from '../search-attributes';
+} from '../../rules/definitions';
+import { checkFollowerMove, classifyRemovalRefusal, TargetWatch, type TargetReport } from '../../rules/follower-move-rules';
+import { formatBytes } from '../../rules/format';
+import { PhaseKey } from '../../rules/search-attributes';
 
 export const DEFAULT_TIMING: MoveTiming = {
   stallReportMs: 30_000,

@@ -1,5 +1,5 @@
 /** The learner's steps: step 0 (add a learner, wait for its admission), the promotion, and the drop that undoes step 0. */
-import { formatBytes } from '../format';
+import { formatBytes } from '../../rules/format';
 import type { Operation } from './operation';
 import { codes, COMMON_PASSING, noInterrupts, rejection, runStep, waitForActivation, type WaitStep, type WriteStep } from './step';
 import type { Interrupt } from './watch';

@@ -6,10 +6,10 @@
  * And past a swap, the removal of the copy T stands in for (step 2).
  */
 import type { MoveContext } from '../../activities';
-import type { MoveOrigin, MoveOutcome } from '../definitions';
-import type { MoveCheck } from '../follower-move-rules';
-import { classifyRemovalRefusal } from '../follower-move-rules';
-import { formatBytes } from '../format';
+import type { MoveOrigin, MoveOutcome } from '../../rules/definitions';
+import type { MoveCheck } from '../../rules/follower-move-rules';
+import { classifyRemovalRefusal } from '../../rules/follower-move-rules';
+import { formatBytes } from '../../rules/format';
 import type { Operation } from './operation';
 import { addLearner, dropLearnerAndSay, learnerInterrupts, waitForAdmission } from './learner';
 import { removeLeaving } from './remove-leaving';

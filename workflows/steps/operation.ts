@@ -1,7 +1,7 @@
 /**
  * One reconfiguration as an operator sees it: its status (query), its phase (search attribute and current
  * details), an operator's cancel (update, or a Temporal cancel request) and how it ends. Every workflow type
- * built on the steps ends in the matching Temporal status (see MoveOutcome in definitions.ts).
+ * built on the steps ends in the matching Temporal status (see MoveOutcome in rules/definitions.ts).
  */
 import {
   ApplicationFailure,
@@ -25,8 +25,8 @@ import {
   type MoveStatus,
   type MoveTiming,
   type ReconfigurationKind,
-} from '../definitions';
-import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../search-attributes';
+} from '../../rules/definitions';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../../rules/search-attributes';
 import { DECIDE_ON_TIMERS, DEFAULT_TIMING, Watch } from './watch';
 
 export interface OperationSubject {

@@ -1,6 +1,6 @@
 /** The owner handoff's steps: wait for a quiet point, close admission, commit the new owner, reopen admission. */
 import { condition } from '@temporalio/workflow';
-import type { QuietPoint } from '../definitions';
+import type { QuietPoint } from '../../rules/definitions';
 import type { Operation } from './operation';
 import { legacyNow } from './legacy-clock';
 import { codes, COMMON_PASSING, noInterrupts, type StepEnd, type WriteStep } from './step';

@@ -1,6 +1,6 @@
 /** Step 2: remove the leaving copy once the new one covers the boundary, and the wait for durability it starts with. */
 import type { Refusal } from '../../cluster/contract';
-import type { MovePhase } from '../definitions';
+import type { MovePhase } from '../../rules/definitions';
 import type { Operation } from './operation';
 import { noInterrupts, type WaitStep, type WriteStep } from './step';
 import { SWAP_BACK_AFTER_MS } from './swap';

@@ -23,7 +23,7 @@
 import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow';
 import type { WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Refusal, WriteAccepted } from '../../cluster/contract';
-import type { MovePhase } from '../definitions';
+import type { MovePhase } from '../../rules/definitions';
 import type { Operation } from './operation';
 import type { Interrupt } from './watch';
 

@@ -1,7 +1,7 @@
 /**
  * What a reconfiguration's workflow knows of the broker: the partition's generation and epoch, a pending
  * recovery, each replica's durable offset, transfer progress and liveness, who is admitted, admission and the
- * final boundary. Fed by the signal handlers of definitions.ts, by reads and by the replies of guarded writes;
+ * final boundary. Fed by the signal handlers of rules/definitions.ts, by reads and by the replies of guarded writes;
  * every change bumps `version`, which is what `waitFor` waits on (with one poll timer at a time). Transfer
  * progress is stamped with the broker's clock, and a transfer's stall abort and catch-up deadline are set by
  * timers (the rule: step.ts).
@@ -9,8 +9,8 @@
 import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
-import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../definitions';
-import { TargetWatch, type TargetReport } from '../follower-move-rules';
+import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../../rules/definitions';
+import { TargetWatch, type TargetReport } from '../../rules/follower-move-rules';
 import { legacyNow } from './legacy-clock';
 
 export const DEFAULT_TIMING: MoveTiming = {

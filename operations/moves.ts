@@ -1,7 +1,7 @@
 /**
- * Typed helpers to start, list, inspect and cancel moves: used by the CLI, the admin API and tests.
- * Starting checks the request against the broker first, so bad input is refused before anything is
- * written (not even a workflow is started).
+ * Typed helpers to start, list, inspect and cancel reconfigurations: used by the CLI, the admin API, the loop's
+ * activities and tests. Every start takes one path (`startReconfiguration`), which checks the request against the
+ * broker first, so bad input is refused before anything is written (not even a workflow is started).
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import {
@@ -13,18 +13,30 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/common';
 import { ClusterHttpError, type ClusterClient } from '../cluster/client';
-import type { Partition, Topology } from '../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery, type FollowerMoveRequest, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../workflows/definitions';
-import { checkFollowerMove } from '../workflows/follower-move-rules';
-import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../workflows/search-attributes';
+import type { Node, Partition, PartitionView, Topology } from '../cluster/contract';
+import {
+  cancelUpdate,
+  RECONFIGURATION_ID_PREFIX,
+  reconfigurationWorkflowId,
+  statusQuery,
+  WORKFLOW_TYPE,
+  type FollowerMoveRequest,
+  type MoveOutcome,
+  type MoveStatus,
+  type ReconfigurationKind,
+} from '../rules/definitions';
+import { checkFollowerMove, type MoveCheck } from '../rules/follower-move-rules';
+import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { SearchAttributePair } from '@temporalio/common';
-import type { followerMoveV2 } from '../workflows/follower-move-v2';
+
+/** A reconfiguration's workflow as its starters see it, request in and outcome out: typed without its code. */
+export type Reconfiguration<R> = (request: R) => Promise<MoveOutcome>;
 
 /**
  * The search attributes a reconfiguration starts with (set by the start itself, no history event): what it moves
  * and its first phase, since now, so the Temporal UI finds it from its first moment.
  */
-export function startSearchAttributes(partition: string, kind: ReconfigurationKind, from: string | null, to: string): SearchAttributePair[] {
+function startSearchAttributes(partition: string, kind: ReconfigurationKind, from: string | null, to: string): SearchAttributePair[] {
   return [
     { key: PartitionKey, value: partition },
     { key: KindKey, value: kind },
@@ -52,21 +64,43 @@ export interface MovesContext {
   taskQueue: string;
 }
 
-export async function startFollowerMove(ctx: MovesContext, request: FollowerMoveRequest): Promise<WorkflowHandle<typeof followerMoveV2>> {
-  const { partition, from, to } = request;
-  let view;
+/** The partition as the broker has it; one it does not have is refused by name. */
+export async function readView(ctx: MovesContext, partition: string): Promise<PartitionView> {
   try {
-    view = await ctx.cluster.partition(partition);
+    return await ctx.cluster.partition(partition);
   } catch (err) {
     if (err instanceof ClusterHttpError && err.status === 404) {
       throw new MoveRefused('unknown_partition', `partition ${partition} does not exist in the cluster`);
     }
     throw err;
   }
-  const { nodes } = await ctx.cluster.nodes();
-  const check = checkFollowerMove(view.partition, nodes, from, to);
-  if (!check.ok) throw new MoveRefused(check.code, check.message);
+}
 
+/** One start of a reconfiguration of `partition`, before the broker's view is read. */
+export interface Start<R, C extends MoveCheck> {
+  kind: ReconfigurationKind;
+  partition: string;
+  /** The replica that leaves or hands over (null when none does) and the node that gains. */
+  source: string | null;
+  target: string;
+  /** The rules the workflow applies, on the broker's view now. */
+  check: (view: PartitionView, nodes: Node[]) => C;
+  /** What to start once the check passed (it may settle a choice in the request), with its words for the Temporal UI. */
+  start: (passed: Extract<C, { ok: true }>) => { request: R; summary: string; details: string };
+}
+
+/**
+ * The one start path of every reconfiguration an operator asks for: checked against the broker first, refused
+ * while a change is in flight, then started as `reconfigure-<partition>` (id conflict policy FAIL, so Temporal
+ * itself refuses a second one) with the workflow type of its kind and its search attributes.
+ */
+export async function startReconfiguration<R, C extends MoveCheck>(ctx: MovesContext, s: Start<R, C>): Promise<WorkflowHandle<Reconfiguration<R>>> {
+  const { partition } = s;
+  const view = await readView(ctx, partition);
+  const { nodes } = await ctx.cluster.nodes();
+  const check = s.check(view, nodes);
+  if (!check.ok) throw new MoveRefused(check.code, check.message);
+  const { request, summary, details } = s.start(check as Extract<C, { ok: true }>);
   const workflowId = reconfigurationWorkflowId(partition);
   const busy = busyRefusal(view.partition);
   if (busy) {
@@ -76,23 +110,39 @@ export async function startFollowerMove(ctx: MovesContext, request: FollowerMove
     throw busy;
   }
   try {
-    return await ctx.client.workflow.start<typeof followerMoveV2>('followerMoveV2', {
+    return await ctx.client.workflow.start<Reconfiguration<R>>(WORKFLOW_TYPE[s.kind], {
       workflowId,
       taskQueue: ctx.taskQueue,
       args: [request],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      typedSearchAttributes: startSearchAttributes(partition, 'follower-move', from, to),
-      staticSummary: `Move follower of ${partition}: ${from} → ${to} (${request.origin})`,
-      staticDetails:
-        `Moves the follower copy of queue partition **${partition}** from **${from}** to **${to}** without a fence: ` +
-        `add ${to} as a learner, wait until it is caught up and admitted, swap who counts (boundary B), ` +
-        `wait until ${to} is durable at B, then remove ${from} (it keeps its data for the grace period).`,
+      typedSearchAttributes: startSearchAttributes(partition, s.kind, s.source, s.target),
+      staticSummary: summary,
+      staticDetails: details,
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw await alreadyRunning(ctx.client, partition, workflowId);
     throw err;
   }
+}
+
+export function startFollowerMove(ctx: MovesContext, request: FollowerMoveRequest): Promise<WorkflowHandle<Reconfiguration<FollowerMoveRequest>>> {
+  const { partition, from, to } = request;
+  return startReconfiguration(ctx, {
+    kind: 'follower-move',
+    partition,
+    source: from,
+    target: to,
+    check: (view, nodes) => checkFollowerMove(view.partition, nodes, from, to),
+    start: () => ({
+      request,
+      summary: `Move follower of ${partition}: ${from} → ${to} (${request.origin})`,
+      details:
+        `Moves the follower copy of queue partition **${partition}** from **${from}** to **${to}** without a fence: ` +
+        `add ${to} as a learner, wait until it is caught up and admitted, swap who counts (boundary B), ` +
+        `wait until ${to} is durable at B, then remove ${from} (it keeps its data for the grace period).`,
+    }),
+  });
 }
 
 /** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
@@ -112,7 +162,7 @@ export function exampleMove(topology: Topology): string | null {
  * leaving replica), admission closed for a handoff, or a pending recovery. Refused up front rather than
  * started and aborted at the workflow's first step.
  */
-export function busyRefusal(p: Partition): MoveRefused | null {
+function busyRefusal(p: Partition): MoveRefused | null {
   if (p.learners.length > 0) {
     return new MoveRefused('change_in_flight', `${p.id} has a change in flight: learner ${p.learners.join(', ')} is catching up; wait until it is promoted or dropped`);
   }
@@ -128,7 +178,7 @@ export function busyRefusal(p: Partition): MoveRefused | null {
   return null;
 }
 
-export async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
+async function alreadyRunning(client: Client, partition: string, workflowId: string): Promise<MoveRefused> {
   const running = await describeRunning(client, workflowId);
   return new MoveRefused(
     'reconfiguration_running',
@@ -153,7 +203,7 @@ async function describeRunning(client: Client, workflowId: string): Promise<stri
  */
 export async function listMoves(client: Client, taskQueue: string): Promise<MoveStatus[]> {
   const ids: string[] = [];
-  const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "reconfigure-" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
+  const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
   for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
   // A workflow that ended between the list and the query is no longer in progress.
   const statuses = await Promise.all(ids.map((id) => client.workflow.getHandle(id).query(statusQuery).catch(() => null)));
@@ -174,7 +224,7 @@ export interface MoveDetail {
  */
 export async function showMove(client: Client, partition: string, cluster?: Pick<ClusterClient, 'topology' | 'baseUrl'>): Promise<MoveDetail> {
   const workflowId = reconfigurationWorkflowId(partition);
-  const handle = client.workflow.getHandle<typeof followerMoveV2>(workflowId);
+  const handle = client.workflow.getHandle(workflowId);
   let description;
   try {
     description = await handle.describe();
@@ -214,7 +264,7 @@ export interface EndedMove {
 export async function recentMoves(client: Client, limit: number): Promise<EndedMove[]> {
   const ended = [];
   // Visibility lists ended workflows most recently closed first; the sort only makes that explicit.
-  for await (const wf of client.workflow.list({ query: `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "reconfigure-"` })) {
+  for await (const wf of client.workflow.list({ query: `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}"` })) {
     if (ended.length >= limit) break;
     ended.push(wf);
   }
@@ -226,7 +276,7 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
       return {
         workflowId: wf.workflowId,
         kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
-        partition: attrs.get(PartitionKey) ?? wf.workflowId.replace(/^reconfigure-/, ''),
+        partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length),
         from: attrs.get(SourceKey) ?? null,
         to: attrs.get(TargetKey) ?? null,
         closedAt: wf.closeTime?.toISOString() ?? null,
@@ -271,7 +321,7 @@ export async function phasesSoFar(handle: WorkflowHandle): Promise<string[]> {
 
 /** Operator cancel: accepted before the swap; refused after it, with the reason and the way forward. */
 export async function cancelMove(client: Client, partition: string, reason: string): Promise<MoveStatus> {
-  const handle = client.workflow.getHandle<typeof followerMoveV2>(reconfigurationWorkflowId(partition));
+  const handle = client.workflow.getHandle(reconfigurationWorkflowId(partition));
   try {
     await handle.describe();
   } catch {

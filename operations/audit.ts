@@ -4,10 +4,8 @@
  * out, so an action the operator saw acknowledged is on record.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { loadEnv } from '../worker/config';
 
 /** Where the action came from. */
 export type AuditSource = 'api' | 'dashboard' | 'cli';
@@ -110,32 +108,5 @@ export function readAudit(dataDir: string, options: { limit: number; before?: nu
     return log.list(options);
   } finally {
     log.close();
-  }
-}
-
-/** Who runs the CLI: the login name, as the admin API's X-Operator names its callers. */
-function operator(): string {
-  try {
-    return os.userInfo().username;
-  } catch {
-    return process.env.USER ?? 'cli';
-  }
-}
-
-/**
- * The CLI's hook: records the action its --reason came with, and the outcome, in DATA_DIR's log. A log that
- * cannot be written is said on stderr, and the action's own result stands.
- */
-export function auditCliAction(
-  action: { command: string; target: string; reason: string } | null,
-  outcome: string,
-  io: { err: (text: string) => void },
-): void {
-  if (!action) return;
-  try {
-    const { command, target, reason } = action;
-    recordAction(projectDataDir(loadEnv().DATA_DIR), { actor: operator(), source: 'cli', action: command, target, params: {}, reason, outcome });
-  } catch (err) {
-    io.err(`warning: the action was not recorded in the audit log: ${(err as Error).message}\n`);
   }
 }

@@ -1,7 +1,7 @@
 /**
- * Typed helpers for the rebalancer loop and drains, used by the worker, the CLI and tests: start the loop (or
- * join the running one), pause, resume and read its status; start, watch and cancel a drain. A drain is checked
- * against the broker first, so a bad one is refused before anything is written.
+ * Typed helpers for the rebalancer loop and drains, used by the worker, the CLI, the admin API and tests: start the
+ * loop (or join the running one), pause, resume and read its status; start, watch and cancel a drain. A drain is
+ * checked against the broker first, so a bad one is refused before anything is written.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
@@ -26,20 +26,19 @@ import {
   type DrainRequest,
   type DrainStatus,
   type PauseRequest,
+  type RebalancerInput,
   type RebalancerSettings,
   type RebalancerStatus,
   type RefreshResult,
-} from '../workflows/definitions';
-import type { drain } from '../workflows/drain';
-import type { rebalancer } from '../workflows/rebalancer';
-import { checkDrain } from '../workflows/rebalancer-drain-rules';
-import { holders, type HoldAction } from '../workflows/rebalancer-rules';
+} from '../rules/definitions';
+import { checkDrain } from '../rules/rebalancer-drain-rules';
+import { holders, type HoldAction } from '../rules/rebalancer-rules';
 import { MoveRefused, outcomeOf } from './moves';
 
 /** Starts the loop unless it runs already; the running one keeps its state and settings. */
 export async function ensureRebalancer(client: Client, taskQueue: string, scope: string, settings: RebalancerSettings): Promise<string> {
   const workflowId = rebalancerWorkflowId(scope);
-  await client.workflow.start<typeof rebalancer>('rebalancer', {
+  await client.workflow.start<(input: RebalancerInput) => Promise<never>>('rebalancer', {
     workflowId,
     taskQueue,
     args: [{ settings }],
@@ -49,8 +48,8 @@ export async function ensureRebalancer(client: Client, taskQueue: string, scope:
   return workflowId;
 }
 
-function loopHandle(client: Client, scope: string): WorkflowHandle<typeof rebalancer> {
-  return client.workflow.getHandle<typeof rebalancer>(rebalancerWorkflowId(scope));
+function loopHandle(client: Client, scope: string): WorkflowHandle {
+  return client.workflow.getHandle(rebalancerWorkflowId(scope));
 }
 
 export async function rebalancerStatus(client: Client, scope: string): Promise<RebalancerStatus> {
@@ -152,6 +151,9 @@ export function drainNotice(status: Pick<RebalancerStatus, 'pinned' | 'excluded'
   return parts.length > 0 ? `note: ${parts.join(' and ')}: the drain moves every copy off ${node} as asked` : null;
 }
 
+/** The drain workflow as its starter sees it: typed handles without the workflow code. */
+type Drain = (request: DrainRequest) => Promise<DrainOutcome>;
+
 export interface DrainContext {
   client: Client;
   cluster: Pick<ClusterClient, 'topology'>;
@@ -162,12 +164,12 @@ export interface DrainContext {
  * Start a drain of `node`, refused up front for an unknown node, a stream copy on it (unless `queuesOnly`), too
  * little room, or a drain already running.
  */
-export async function startDrain(ctx: DrainContext, request: DrainRequest): Promise<WorkflowHandle<typeof drain>> {
+export async function startDrain(ctx: DrainContext, request: DrainRequest): Promise<WorkflowHandle<Drain>> {
   const check = checkDrain(await ctx.cluster.topology(), request.node, request.queuesOnly === true);
   if (!check.ok) throw new MoveRefused(check.code, check.message);
   const workflowId = drainWorkflowId(request.node);
   try {
-    return await ctx.client.workflow.start<typeof drain>('drain', {
+    return await ctx.client.workflow.start<Drain>('drain', {
       workflowId,
       taskQueue: ctx.taskQueue,
       args: [request],

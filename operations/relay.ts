@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { WorkflowIdConflictPolicy } from '@temporalio/common';
-import type { progressRelay, RelayTuning } from '../workflows/relay';
+import type { RelayInput, RelayTuning } from '../rules/relay';
 
 /** The hash of broker URL and task queue that names the relay and the rebalancer it signals (`rebalancerWorkflowId`). */
 export function relayScope(brokerUrl: string, taskQueue: string): string {
@@ -21,7 +21,7 @@ export function relayWorkflowId(brokerUrl: string, taskQueue: string): string {
 /** Starts the relay from the feed's beginning unless it runs already; the running one keeps its cursor and tuning. */
 export async function ensureRelay(client: Client, taskQueue: string, brokerUrl: string, tuning?: Partial<RelayTuning>): Promise<string> {
   const workflowId = relayWorkflowId(brokerUrl, taskQueue);
-  await client.workflow.start<typeof progressRelay>('progressRelay', {
+  await client.workflow.start<(input: RelayInput) => Promise<never>>('progressRelay', {
     workflowId,
     taskQueue,
     args: [{ brokerUrl, cursor: 0, tuning }],

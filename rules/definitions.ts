@@ -236,10 +236,22 @@ export const statusQuery = defineQuery<MoveStatus>('status');
 /** Operator cancel: accepted before the swap (the learner is dropped); refused after it, with the way on. */
 export const cancelUpdate = defineUpdate<{ accepted: true; phase: MovePhase }, [CancelRequest]>('cancel');
 
+/** What every reconfiguration's workflow id starts with: visibility lists them by it. */
+export const RECONFIGURATION_ID_PREFIX = 'reconfigure-';
+
 /** One running reconfiguration per partition: Temporal refuses a second workflow with the same id. */
 export function reconfigurationWorkflowId(partition: string): string {
-  return `reconfigure-${partition}`;
+  return `${RECONFIGURATION_ID_PREFIX}${partition}`;
 }
+
+/** The workflow type each kind of reconfiguration runs as: the one table the starters and the loop start from. */
+export const WORKFLOW_TYPE = {
+  'follower-move': 'followerMoveV2',
+  'owner-handoff': 'ownerHandoff',
+  'owner-move': 'ownerMove',
+  grow: 'replicationIncrease',
+  replace: 'followerReplacement',
+} as const satisfies Record<ReconfigurationKind, string>;
 
 /**
  * A change of the cluster the rebalancer and drains react to, sent by the progress relay from the broker's

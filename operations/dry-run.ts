@@ -6,9 +6,9 @@
 import type { Topology, Transfer } from '../cluster/contract';
 import { planWithFirstTick } from '../planner';
 import type { Cooldowns, Plan, PlanInput, PlannerConfig, Proposal } from '../planner/types';
-import type { RebalancerStatus } from '../workflows/definitions';
-import { planInputFor } from '../workflows/rebalancer-drain-rules';
-import { activeNodes, cooldownsOnArrival, inFlightMoves, planHolds, pruneCooldowns, recoveryPending, selectStarts } from '../workflows/rebalancer-rules';
+import type { RebalancerStatus } from '../rules/definitions';
+import { planInputFor } from '../rules/rebalancer-drain-rules';
+import { activeNodes, cooldownsOnArrival, inFlightMoves, planHolds, pruneCooldowns, recoveryPending, selectStarts } from '../rules/rebalancer-rules';
 
 export interface LoopView {
   /** running or paused: planned as the loop plans; absent: no loop answered, planned on the broker's view alone. */

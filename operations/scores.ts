@@ -1,0 +1,41 @@
+/**
+ * Every node's score vector as the rebalancer weighs it, moves in flight counted, with the cluster mean and the
+ * band outside which the planner moves copies: `rebalancer nodes`, the admin API and the dashboard show the same.
+ */
+import type { Topology } from '../cluster/contract';
+import { scoreNodes } from '../planner';
+import type { InFlightMove, NodeScore, PlanInput, PlannerConfig, ScoreWeights } from '../planner/types';
+import type { MoveStatus } from '../rules/definitions';
+
+/** The score vectors with the cluster mean and the two thresholds the planner sheds and receives at. */
+export interface ScoresView {
+  nodes: NodeScore[];
+  weights: ScoreWeights;
+  mean: number;
+  /** Nodes above `upper` (mean + threshold) shed load, only toward nodes below `lower` (mean - threshold). */
+  upper: number;
+  lower: number;
+  /** Largest |score - mean|. */
+  spread: number;
+}
+
+/** Moves in flight as the planner counts them: bytes still to copy, load arriving at `to` and leaving `from`. */
+function inFlight(moves: MoveStatus[]): InFlightMove[] {
+  return moves.map((m) => ({
+    partition: m.partition,
+    op: m.kind === 'owner-handoff' ? 'owner_handoff' : m.kind === 'replace' ? 'follower_replace' : 'follower_move',
+    from: m.from,
+    to: m.to,
+    bytesRemaining: m.bytesRemaining ?? 0,
+  }));
+}
+
+function planInput(topology: Topology, moves: MoveStatus[]): PlanInput {
+  return { topology, inFlight: inFlight(moves), cooldowns: { nodes: {}, partitions: {} }, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
+}
+
+export function nodeScores(topology: Topology, moves: MoveStatus[], planner: PlannerConfig): ScoresView {
+  const { mean, nodes } = scoreNodes(planInput(topology, moves), planner);
+  const spread = Math.max(0, ...nodes.filter((n) => n.live && !n.draining).map((n) => Math.abs(n.total - mean)));
+  return { nodes, weights: planner.weights, mean, upper: mean + planner.threshold, lower: mean - planner.threshold, spread };
+}
