@@ -5,7 +5,7 @@
  * is done only when every node is inside every band too, or no move the rules allow brings it closer.
  */
 import type { ClusterState, NodeState } from './state';
-import { DIMENSIONS, type Band, type Bands, type Dimension, type DimensionReport, type GuardDimension } from './types';
+import { DIMENSIONS, type Band, type Bands, type Dimension, type DimensionReport, type GuardDimension, type NodeBand } from './types';
 
 /**
  * The least half width of a band: one item of the dimension, the largest (one copy, one owner role, the largest
@@ -245,6 +245,16 @@ export class BandMeter {
   private roleDist(n: NodeState, k: number, del: number): number {
     return this.dist(n, OWNED, n.owned + k) + this.dist(n, DELIVERIES, n.deliveries + k * del);
   }
+}
+
+/** Node n's load against its band in each dimension. */
+export function nodeBands(st: ClusterState, bands: Bands, n: NodeState): Record<Dimension, NodeBand> {
+  const out = {} as Record<Dimension, NodeBand>;
+  for (const d of DIMENSIONS) {
+    const b = bandOf(st, bands, n, d);
+    out[d] = { ...b, inside: excess(b) === 0 };
+  }
+  return out;
 }
 
 export function dimensionReport(st: ClusterState, bands: Bands): DimensionReport[] {

@@ -3,7 +3,7 @@
  * ordered plan, tick after tick on the predicted topology, with the spread it reaches and the time it takes).
  * Pure: the input is a topology snapshot, the moves in flight, cooldowns and a clock.
  */
-import { dimensionReport } from './bands';
+import { dimensionReport, nodeBands } from './bands';
 import { bandsOf, validatePlannerConfig } from './config';
 import { proposeTick } from './policy';
 import { ClusterState } from './state';
@@ -115,7 +115,8 @@ export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { pl
 /** The score vector of every node, for operators (status, dashboard). */
 export function scoreNodes(input: PlanInput, config: PlannerConfig): { mean: number; nodes: NodeScore[] } {
   const { st } = start(input, config);
-  return { mean: st.mean, nodes: st.scores() };
+  const bands = bandsOf(config);
+  return { mean: st.mean, nodes: st.scores().map((s, i) => ({ ...s, bands: st.stays(st.nodes[i]!) ? nodeBands(st, bands, st.nodes[i]!) : null })) };
 }
 
 /** Each dimension's worst node against its band (see bands.ts), for the planner benchmark and operators. */

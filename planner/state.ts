@@ -549,7 +549,7 @@ export class ClusterState {
     return this.activeCap > 0 ? owned / this.activeCap : 0;
   }
 
-  scores(): NodeScore[] {
+  scores(): Omit<NodeScore, 'bands'>[] {
     const w = this.w;
     const f = this.wSum;
     return this.nodes.map((n) => {

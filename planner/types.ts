@@ -136,6 +136,8 @@ export interface NodeScore {
   traffic: number;
   sync: number;
   total: number;
+  /** Per dimension, the node's load against its band (bands.ts); null for a node that is down or draining, which has no share. */
+  bands: Record<Dimension, NodeBand> | null;
 }
 
 export interface Plan {
@@ -181,5 +183,10 @@ export interface DimensionReport extends Band {
   deviation: number;
   /** Half the band's width as a fraction of the share, its floor of one item included. */
   band: number;
+  inside: boolean;
+}
+
+/** A node's load against its band in one dimension, and whether it is inside. */
+export interface NodeBand extends Band {
   inside: boolean;
 }

@@ -8,6 +8,8 @@ const POLL_MS = 2000;
 // The history is sampled every few seconds: reading it every poll would redraw the same points.
 const HISTORY_POLL_MS = 5000;
 const DIMENSIONS = ['owned', 'followed', 'history', 'traffic', 'sync'];
+// The per-dimension bands the planner brings every node inside (replicas, owned partitions, disk, traffic).
+const BANDS = ['replicas', 'owned', 'disk', 'traffic'];
 const COLORS = { owned: '#3b6fd8', followed: '#7fa8f0', history: '#8a6bd1', traffic: '#e0a030', sync: '#d05050' };
 const OUTCOMES = { completed: '#2a9d4a', cancelled: '#687083', aborted: '#c33', other: '#8a6bd1' };
 
@@ -191,6 +193,23 @@ function scoreBar(n, view) {
   return bar;
 }
 
+// A node's replicas, owned partitions, disk and traffic against its share: red where outside its band.
+function bandsOf(n) {
+  if (!n.bands) return el('span', { className: 'bands muted', textContent: 'no share (down or draining)' });
+  return el('span', { className: 'bands' },
+    ...BANDS.map((d) => {
+      const b = n.bands[d];
+      const dev = b.share > 0 ? Math.round(((b.load - b.share) / b.share) * 100) : 0;
+      const side = b.inside ? 'inside' : b.load > b.high ? 'above' : 'below';
+      return el('span', {
+        className: b.inside ? 'band' : 'band out',
+        dataset: { dimension: d, inside: String(b.inside) },
+        title: `${d}: ${b.load.toFixed(1)}, ${side} its band ${b.low.toFixed(1)} to ${b.high.toFixed(1)} (share ${b.share.toFixed(1)})`,
+        textContent: `${d} ${dev >= 0 ? '+' : ''}${dev}%`,
+      });
+    }));
+}
+
 // Pins and exclusions, each with who, why and since when, and a button (with its own reason) that lifts it.
 function renderHolds(rebalancer) {
   const row = (kind, h, undo, body) => {
@@ -236,6 +255,7 @@ function renderNodes(view, excluded) {
           out ? el('span', { className: 'badge excluded', textContent: 'excluded', title: 'excluded from rebalancing' }) : null),
         scoreBar(n, view),
         el('span', { textContent: n.total.toFixed(2) }),
+        bandsOf(n),
       );
     }),
   );

@@ -6,8 +6,37 @@
 import type { Command } from 'commander';
 import { listMoves } from '../../operations/moves';
 import { nodeScores, type ScoresView } from '../../operations/scores';
+import { DIMENSIONS, type Dimension, type NodeBand } from '../../planner/types';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
 import { defineCommand, print, table, withConnection, type CommandDeps } from '../output';
+
+const MIB = 2 ** 20;
+
+/** A node's load in one dimension against its band: "60 +10% above", the deviation from its share. */
+function bandCell(d: Dimension, b: NodeBand): string {
+  const load = d === 'disk' ? `${(b.load / MIB).toFixed(0)} MiB` : b.load.toFixed(Math.abs(b.load) >= 100 || d !== 'traffic' ? 0 : 1);
+  const dev = b.share > 0 ? ` ${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : '';
+  return `${load}${dev}${b.inside ? '' : b.load > b.high ? ' above' : ' below'}`;
+}
+
+/** Each node's replicas, owned partitions, disk and traffic against its band, and each band's half width. */
+function describeBands(v: ScoresView): string[] {
+  const staying = v.nodes.filter((s) => s.bands !== null);
+  if (staying.length === 0) return [];
+  const rows = staying.map((s) => [s.node, ...DIMENSIONS.map((d) => bandCell(d, s.bands![d]))]);
+  const widths = DIMENSIONS.map((d) => {
+    const b = staying[0]!.bands![d];
+    return `${d} ± ${b.share > 0 ? (((b.high - b.share) / b.share) * 100).toFixed(1) : '0'}%`;
+  });
+  const outside = staying.flatMap((s) => DIMENSIONS.filter((d) => !s.bands![d].inside).map((d) => `${s.node} ${d}`));
+  return [
+    '',
+    table([['NODE', ...DIMENSIONS.map((d) => d.toUpperCase())], ...rows]),
+    '',
+    `each dimension against the node's share of the cluster's total by capacity (bands on ${staying[0]!.node}: ${widths.join(', ')}); ` +
+      (outside.length === 0 ? 'every node inside every band' : `outside: ${outside.join(', ')}`),
+  ];
+}
 
 function describe(v: ScoresView): string {
   const n = (x: number) => x.toFixed(3);
@@ -20,12 +49,14 @@ function describe(v: ScoresView): string {
     table([['NODE', 'ZONE', 'CAPACITY', 'STATE', 'OWNED', 'FOLLOWED', 'HISTORY', 'TRAFFIC', 'SYNC', 'SCORE', ''], ...rows]),
     '',
     `mean ${n(v.mean)}, band ${n(v.lower)} to ${n(v.upper)}, spread ${n(v.spread)} (each dimension weighted as the rebalancer weighs it)`,
+    ...describeBands(v),
   ].join('\n');
 }
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'nodes', {
-    description: 'list every node with its score vector (owned, followed, history, traffic, sync), the cluster mean and the band outside which the rebalancer moves copies',
+    description:
+      'list every node with its score vector (owned, followed, history, traffic, sync), the cluster mean and the band outside which the rebalancer moves copies, then its replicas, owned partitions, disk and traffic against their bands',
     examples: ['rebalancer nodes', 'rebalancer nodes --json'],
   }).action(async (opts: { json?: boolean }) => {
     const { planner } = rebalancerSettings(loadEnv());

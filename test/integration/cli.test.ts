@@ -201,6 +201,17 @@ describe('rebalancer CLI', () => {
     expect(shown.out).toMatch(/^NODE\s+ZONE\s+CAPACITY\s+STATE\s+OWNED\s+FOLLOWED\s+HISTORY\s+TRAFFIC\s+SYNC\s+SCORE/);
     for (const n of topology.nodes) expect(shown.out).toMatch(new RegExp(`^${n.id}\\s+${n.zone}\\s+1\\s+up`, 'm'));
     expect(shown.out).toMatch(/mean \d\.\d{3}, band \d\.\d{3} to \d\.\d{3}, spread \d\.\d{3}/);
+
+    // Each node's replicas, owned partitions, disk and traffic against their bands.
+    type Band = { load: number; share: number; low: number; high: number; inside: boolean };
+    const banded = view.nodes[0] as unknown as { node: string; bands: { replicas: Band; owned: Band; disk: Band; traffic: Band } };
+    expect(Object.keys(banded.bands)).toEqual(['replicas', 'owned', 'disk', 'traffic']);
+    const holds = (p: (typeof topology.partitions)[number]) => [p.owner, ...p.followers, ...p.learners, ...(p.leaving === null ? [] : [p.leaving])].includes(banded.node);
+    expect(banded.bands.replicas.load).toBe(topology.partitions.filter(holds).length);
+    expect(banded.bands.owned.load).toBe(topology.partitions.filter((p) => p.owner === banded.node).length);
+    expect(banded.bands.replicas.low).toBeLessThan(banded.bands.replicas.share);
+    expect(shown.out).toMatch(/^NODE\s+REPLICAS\s+OWNED\s+DISK\s+TRAFFIC$/m);
+    expect(shown.out).toMatch(/bands on n\d+: replicas ± \d+\.\d%, owned ± \d+\.\d%, disk ± \d+\.\d%, traffic ± \d+\.\d%\); (every node inside every band|outside: .+)$/m);
   });
 
   it('every command has --help with an example, --json, and --reason when it acts; rebalancer --help documents the exit codes', async () => {

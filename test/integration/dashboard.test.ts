@@ -43,14 +43,23 @@ describe.skipIf(!present && !process.env.CI)('dashboard', () => {
     await f?.close();
   });
 
-  it('shows every node of the cluster with its score bar, the mean and both thresholds', async () => {
+  it('shows every node of the cluster with its score bar, the mean and both thresholds, and each dimension against its band', async () => {
     await expect.poll(() => page.locator('.node.row').count(), { timeout: 30_000 }).toBe(5);
     expect(page.url()).not.toContain('token');
+    const scores = (await call(f.admin.url, 'GET', '/api/nodes')).body as unknown as { nodes: { node: string; bands: Record<string, { inside: boolean }> }[] };
     for (const row of await page.locator('.node.row').all()) {
       expect(await row.locator('.bar .seg').count()).toBeGreaterThan(0);
       expect(await row.locator('.bar .mark.mean').count()).toBe(1);
       expect(await row.locator('.bar .mark.threshold').count()).toBe(2);
       expect(await row.textContent()).toMatch(/zone \S+cap 1/);
+      // Replicas, owned partitions, disk and traffic, each marked as the API says whether it is inside its band.
+      const id = await row.getAttribute('data-node');
+      const bands = scores.nodes.find((n) => n.node === id)!.bands;
+      for (const d of ['replicas', 'owned', 'disk', 'traffic']) {
+        const cell = row.locator(`.bands .band[data-dimension="${d}"]`);
+        expect(await cell.textContent()).toMatch(new RegExp(`^${d} [+-]\\d+%$`));
+        expect(await cell.getAttribute('data-inside')).toBe(String(bands[d]!.inside));
+      }
     }
     await expect.poll(() => page.textContent('#summary')).toMatch(/5\/5 nodes live/);
   });

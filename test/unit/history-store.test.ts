@@ -139,7 +139,7 @@ describe('a move\'s progress', () => {
 
 describe('sample figures', () => {
   const score = (node: string, owned: number, traffic: number, over: Partial<NodeScore> = {}): NodeScore =>
-    ({ node, zone: 'z1', capacity: 1, live: true, draining: false, owned, followed: 0, history: 0, traffic, sync: 0, total: owned + traffic, ...over });
+    ({ node, zone: 'z1', capacity: 1, live: true, draining: false, owned, followed: 0, history: 0, traffic, sync: 0, total: owned + traffic, bands: null, ...over });
 
   it('names, per dimension, the live node furthest from that dimension\'s mean', () => {
     const worst = worstByDimension([score('n1', 0.3, 0.1), score('n2', 0.3, 0.4), score('n3', 0, 0.4), score('n4', 2, 2, { live: false })]);
