@@ -139,17 +139,42 @@ export function balanceFollowers(tp: TickPlanner): void {
  * further. The total is the note's load score: owned counts give way to it where both cannot be met, and the owned
  * rule hands nothing back, as that would take a total out of the band again.
  */
+/** Sources picked per handoff without sorting every node: the search stops at the first with a candidate. */
+const OWNER_SOURCES = 8;
+
+/**
+ * `items` in the order a stable sort by `key` (descending) gives: the first OWNER_SOURCES picked without sorting
+ * them all, the rest sorted only if a search reads past them.
+ */
+function* byKeyDesc(items: NodeState[], key: Float64Array): Generator<NodeState> {
+  const first = smallest(items, key, -1, OWNER_SOURCES);
+  yield* first;
+  if (first.length === items.length) return;
+  yield* [...items].sort((a, b) => key[b.index]! - key[a.index]!).slice(OWNER_SOURCES);
+}
+
+function* inOrder(...groups: Iterable<NodeState>[]): Generator<NodeState> {
+  for (const g of groups) yield* g;
+}
+
 export function balanceOwners(tp: TickPlanner): void {
   const t = tp.ctx.config.threshold;
   const mo = tp.st.meanOwned();
   if (mo <= 0) return;
   const od = (n: NodeState): number => tp.st.ownedDev(n, mo);
+  const owned = new Float64Array(tp.st.nodes.length);
   while (tp.free > 0) {
     const heavy = (n: NodeState): boolean => tp.dev(n) > t;
-    const sources = tp.st.nodes.filter((n) => tp.st.stays(n) && !tp.excluded(n) && (od(n) > -t || tp.dev(n) > 0));
-    if (sources.length === 0) return;
+    const heavyOnes: NodeState[] = [];
+    const others: NodeState[] = [];
+    for (const n of tp.st.nodes) {
+      if (!tp.st.stays(n) || tp.excluded(n)) continue;
+      owned[n.index] = od(n);
+      if (owned[n.index]! > -t || tp.dev(n) > 0) (heavy(n) ? heavyOnes : others).push(n);
+    }
+    if (heavyOnes.length + others.length === 0) return;
     // Heavy nodes first, the heaviest first; then by owned partitions.
-    sources.sort((a, b) => Number(heavy(b)) - Number(heavy(a)) || (heavy(a) ? tp.dev(b) - tp.dev(a) : od(b) - od(a)));
+    const sources = inOrder(byKeyDesc(heavyOnes, tp.devs), byKeyDesc(others, owned));
     let best = null as { p: number; s: NodeState; d: NodeState; imp: number; near: number; byTotal: boolean } | null;
     let held: string | null = null;
     for (const s of sources) {
