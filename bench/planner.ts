@@ -16,7 +16,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
-import { DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, scoreNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
+import { DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, scoreNodes, type InFlightMove, type Plan, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { bandOf } from '../planner/bands';
 import { bandsOf } from '../planner/config';
 import { ClusterState } from '../planner/state';
@@ -331,10 +331,13 @@ function timesOf(planner: Planner, input: PlanInput) {
   const cfg = planner.DEFAULT_PLANNER_CONFIG;
   const first = measured(() => planner.planNow(input, cfg));
   const ticks = Array.from({ length: TICKS }, () => measured(() => planner.planNow(input, cfg)));
-  let steps: Proposal[] = [];
-  const full = measured(() => (steps = planner.planToConvergence(input, cfg).steps));
+  let plan: Plan | undefined;
+  const full = measured(() => (plan = planner.planToConvergence(input, cfg)));
+  const steps = plan!.steps;
   return {
     fullPlan: { ...full, steps: steps.length },
+    // Each dimension's worst node at the end of the plan beside its band (a baseline from before bands has none).
+    bands: Object.fromEntries((plan!.dimensions ?? []).map((r) => [r.dimension, { node: r.node, deviation: round(r.deviation), band: round(r.band), inside: r.inside }])),
     firstTick: first,
     tick: { cpuMsMedian: median(ticks.map((t) => t.cpuMs)), cpuMsMax: Math.max(...ticks.map((t) => t.cpuMs)), wallMsMedian: median(ticks.map((t) => t.wallMs)), ticks: TICKS },
     plan: createHash('sha256').update(JSON.stringify(steps)).digest('hex').slice(0, 16),
