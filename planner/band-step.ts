@@ -66,11 +66,16 @@ export function balanceBands(tp: TickPlanner): void {
         const dS = ds + st.copyDelta(p, s, false, -1);
         if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
         const lose = exc[s.index]! - meter.copyExcess(s, p, -1);
-        if (lose + mostExcess < minImprovement) continue;
+        const sourceAfter = exc[s.index]! - lose;
+        if (lose + mostExcess < minImprovement && sourceAfter > 0) continue;
         for (const r of rs) {
           if (r.index === s.index) continue;
-          const gain = lose + exc[r.index]! - meter.copyExcess(r, p, 1);
-          if (gain < minImprovement || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
+          const receiverAfter = meter.copyExcess(r, p, 1);
+          const gain = lose + exc[r.index]! - receiverAfter;
+          // The margin, or a move that leaves both nodes inside every band: a node a hair outside is brought in,
+          // and nothing can trade it back, as that would take one of them out again.
+          const clears = gain > 0 && sourceAfter === 0 && receiverAfter === 0;
+          if ((gain < minImprovement && !clears) || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
           const dr = tp.dev(r);
           if (Math.abs(dr + st.copyDelta(p, r, false, 1)) > Math.max(t, Math.abs(dr)) || !tp.keepsBands(p, s, r) || !tp.canReceive(p, r, s)) continue;
           const cooled = tp.stepCooldown(p, s, r);
