@@ -1,6 +1,6 @@
 /** The band step: follower moves that bring nodes into their bands once the score's own moves are done. */
 import { smallest } from './balance';
-import { bandOf, bandWords, dimensionReport, MOVED } from './bands';
+import { bandOf, bandWords, dimensionReport, MOVED, shareDeviation } from './bands';
 import type { ClusterState, NodeState } from './state';
 import type { TickPlanner } from './tick';
 import type { Bands } from './types';
@@ -123,8 +123,7 @@ function cheaper(bytes: number, gain: number, best: BandCandidate): boolean {
 /** A node's deviation from its share in each dimension a follower copy moves: "replicas +14%, disk -31%, traffic +2%". */
 function dimensionWords(st: ClusterState, bands: Bands, n: NodeState): string {
   return MOVED.map((d) => {
-    const b = bandOf(st, bands, n, d);
-    return `${d} ${b.share > 0 ? `${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : 'n/a'}`;
+    return `${d} ${shareDeviation(bandOf(st, bands, n, d)) ?? 'n/a'}`;
   }).join(', ');
 }
 

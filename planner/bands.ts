@@ -250,11 +250,18 @@ export class BandMeter {
 /** Node n's load against its band in each dimension. */
 export function nodeBands(st: ClusterState, bands: Bands, n: NodeState): Record<Dimension, NodeBand> {
   const out = {} as Record<Dimension, NodeBand>;
-  for (const d of DIMENSIONS) {
-    const b = bandOf(st, bands, n, d);
-    out[d] = { ...b, inside: excess(b) === 0 };
-  }
+  for (const d of DIMENSIONS) out[d] = nodeBand(st, bands, n, d);
   return out;
+}
+
+function nodeBand(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension): NodeBand {
+  const b = bandOf(st, bands, n, d);
+  return { ...b, inside: excess(b) === 0 };
+}
+
+/** A load's deviation from its share in words ("+14%", "-31%"), or null without a share. */
+export function shareDeviation(b: Band): string | null {
+  return b.share > 0 ? `${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : null;
 }
 
 export function dimensionReport(st: ClusterState, bands: Bands): DimensionReport[] {
@@ -263,11 +270,11 @@ export function dimensionReport(st: ClusterState, bands: Bands): DimensionReport
     let worst: DimensionReport | null = null;
     for (const n of st.nodes) {
       if (!st.stays(n)) continue;
-      const b = bandOf(st, bands, n, d);
+      const b = nodeBand(st, bands, n, d);
       if (b.share <= 0) continue;
       const deviation = (b.load - b.share) / b.share;
       const band = (b.high - b.share) / b.share;
-      const r: DimensionReport = { dimension: d, node: n.id, ...b, deviation, band, inside: excess(b) === 0 };
+      const r: DimensionReport = { dimension: d, node: n.id, ...b, deviation, band };
       if (worst === null || Math.abs(deviation) - band > Math.abs(worst.deviation) - worst.band) worst = r;
     }
     if (worst !== null) out.push(worst);

@@ -176,14 +176,13 @@ export interface Band {
 }
 
 /** The worst node of each dimension among the nodes that stay: the one furthest outside its band, else nearest its edge. */
-export interface DimensionReport extends Band {
+export interface DimensionReport extends NodeBand {
   dimension: Dimension;
   node: string;
   /** (load - share) / share: above 0 the node carries more than its share. */
   deviation: number;
   /** Half the band's width as a fraction of the share, its floor of one item included. */
   band: number;
-  inside: boolean;
 }
 
 /** A node's load against its band in one dimension, and whether it is inside. */

@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import { listMoves } from '../../operations/moves';
 import { nodeScores, type ScoresView } from '../../operations/scores';
+import { shareDeviation } from '../../planner/bands';
 import { DIMENSIONS, type Dimension, type NodeBand } from '../../planner/types';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
 import { defineCommand, print, table, withConnection, type CommandDeps } from '../output';
@@ -15,8 +16,8 @@ const MIB = 2 ** 20;
 /** A node's load in one dimension against its band: "60 +10% above", the deviation from its share. */
 function bandCell(d: Dimension, b: NodeBand): string {
   const load = d === 'disk' ? `${(b.load / MIB).toFixed(0)} MiB` : b.load.toFixed(Math.abs(b.load) >= 100 || d !== 'traffic' ? 0 : 1);
-  const dev = b.share > 0 ? ` ${b.load >= b.share ? '+' : ''}${(((b.load - b.share) / b.share) * 100).toFixed(0)}%` : '';
-  return `${load}${dev}${b.inside ? '' : b.load > b.high ? ' above' : ' below'}`;
+  const dev = shareDeviation(b);
+  return `${load}${dev === null ? '' : ` ${dev}`}${b.inside ? '' : b.load > b.high ? ' above' : ' below'}`;
 }
 
 /** Each node's replicas, owned partitions, disk and traffic against its band, and each band's half width. */
