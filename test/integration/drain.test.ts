@@ -4,12 +4,13 @@
  * its relay. No rebalancer loop runs here, so every move is the drain's.
  */
 import type { Client } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runCli } from '../../client/cli';
 import { MoveRefused } from '../../operations/moves';
 import { drainOutcomeLine } from '../../client/commands/drain';
 import { drainOutcome, drainStatus, startDrain, undrain } from '../../operations/rebalancer';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
+import { holders } from '../../rules/rebalancer-rules';
 import { drainStatusQuery, type DrainStatus, type RebalancerSettings } from '../../rules/definitions';
 import { connectClient, copiesOn, eventually, replayAndKeep, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
 
@@ -129,18 +130,25 @@ describe('drain', () => {
 
   it('undrain cancels a drain: no new move starts, the move in flight ends, the mark is cleared', async () => {
     const before = await copiesOn(cluster.client, 'n2');
+    // Every copy a move off n2 could add is stalled before the drain starts, so the first move is still catching up
+    // when the cancel comes: stalling it once seen raced its whole move on a loaded machine.
+    const t = await cluster.client.topology();
+    const stalls = t.partitions
+      .filter((p) => before.includes(p.id))
+      .flatMap((p) => t.nodes.filter((n) => !holders(p).includes(n.id)).map((n) => ({ partition: p.id, node: n.id })));
+    const stall = (stalled: boolean) => Promise.all(stalls.map((s) => cluster.client.fault({ fault: 'stall-transfer', ...s, stalled })));
+    await stall(true);
+    onTestFinished(() => stall(false).then(() => undefined));
     // One move at a time, so the drain is cancelled with most of n2 still on it.
     const oneAtATime = { ...settings, planner: { ...settings.planner, maxTransfersPerNode: 1, maxTransfersPerCluster: 1 } };
     const handle = await startDrain(ctx(), { node: 'n2', by: 'bob', reason: 'maybe', settings: oneAtATime });
-    // Hold the first move off n2 before its swap, so the cancel finds it in flight.
-    const move = await eventually('a move off n2 catching up', async () => {
+    await eventually('a move off n2 catching up', async () => {
       const s = await handle.query(drainStatusQuery);
       const m = s.inFlight[0];
       if (!m || m.op !== 'follower_move') return undefined;
       const p = (await cluster.client.partition(m.partition)).partition;
       return p.learners.includes(m.to) ? m : undefined;
     });
-    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: true });
     const undrained = undrain({ client, cluster: cluster.client }, 'n2', 'not now');
     const finishing = await eventually('the drain waiting for its moves', async () => {
       const s = await drainStatus(client, 'n2');
@@ -149,7 +157,7 @@ describe('drain', () => {
     });
     expect(finishing.blockingReasons[0]).toMatch(/waiting for .*reconfigure-q-4\d\d.* to end/);
     const started = finishing.moves.started;
-    await cluster.client.fault({ fault: 'stall-transfer', partition: move.partition, node: move.to, stalled: false });
+    await stall(false);
     const outcome = await undrained;
     expect(outcome).toMatchObject({ status: 'cancelled', node: 'n2' });
     const final = await drainStatus(client, 'n2');
