@@ -28,6 +28,7 @@ export async function followerReplacement(request: ReplaceRequest): Promise<Move
       op,
       to: T,
       origin,
+      counting: 'the swap',
       count: (interrupts) => swap(op, T, L, interrupts),
       recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T, spread),
     });

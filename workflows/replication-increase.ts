@@ -26,6 +26,7 @@ export async function replicationIncrease(request: GrowRequest): Promise<MoveOut
       op,
       to: T,
       origin,
+      counting: 'the promotion',
       count: (interrupts) => promoteLearner(op, T, interrupts),
       recheck: (again) => checkGrow(again.view.partition, again.nodes, T, spread),
     });
