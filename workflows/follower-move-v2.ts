@@ -100,7 +100,7 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
     // Past the swap too, a request the broker rejects for good ends the move with its reason.
     const cause = rejection(err);
     if (!cause) throw err;
-    return stuck(B, cause.type ?? 'rejected', `the broker rejected a request while ${op.status.phase.replace(/_/g, ' ')}: ${cause.message}`);
+    return stuck(B, cause.type ?? 'rejected', `the broker rejected a request while ${op.phase.replace(/_/g, ' ')}: ${cause.message}`);
   }
 }
 

@@ -63,8 +63,9 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
 
   const showClosed = (): number | null => {
     if (closed.at === null) return null;
-    op.status.admissionClosedMs = Date.now() - closed.at;
-    return op.status.admissionClosedMs;
+    const admissionClosedMs = Date.now() - closed.at;
+    op.show({ admissionClosedMs });
+    return admissionClosedMs;
   };
   /** Before the commit: a recovery, a cancel, A or D failing; with admission closed also a stall past the bound. */
   const beforeCommit = (): Interrupt | null => {
@@ -96,7 +97,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
       if (!onTimer) readAt = legacyNow() + every;
       void sleep(every).then(() => {
         readDue = true;
-        w.version++;
+        w.changed();
       });
     };
     armRead();
@@ -193,12 +194,11 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     const fb = close.value;
     closed.at = Date.now();
     closed.finalBoundary = fb;
-    op.status.finalBoundary = fb;
-    op.status.admissionClosedMs = 0;
+    op.show({ finalBoundary: fb, admissionClosedMs: 0 });
     // The stall bound is time passing, not an event: its timer's firing is what says it passed.
     void sleep(quiet.maxClosedMs).then(() => {
       closed.tooLong = true;
-      w.version++;
+      w.changed();
     });
 
     // ---- every counted copy durable at the final boundary, then one guarded write commits D at epoch + 1.
@@ -217,7 +217,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     // A request the broker rejects for good, before the commit: admission reopens on A.
     const cause = rejection(err);
     if (!cause) throw err;
-    return undo(cause.type ?? 'rejected', `the broker rejected a request while ${op.status.phase.replace(/_/g, ' ')}: ${cause.message}`);
+    return undo(cause.type ?? 'rejected', `the broker rejected a request while ${op.phase.replace(/_/g, ' ')}: ${cause.message}`);
   }
 
   // ---- past the commit: D owns the partition at epoch + 1; only finishing or ordinary recovery remain.
@@ -241,7 +241,7 @@ export async function handOff(op: Operation, A: string, D: string, quietPoint: P
     boundary: null,
     epoch: committedEpoch,
     finalBoundary: closed.finalBoundary!,
-    admissionClosedMs: op.status.admissionClosedMs!,
+    admissionClosedMs: op.snapshot().admissionClosedMs!,
     ...(notes.length > 0 ? { note: notes.join('; ') } : {}),
   };
 }

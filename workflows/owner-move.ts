@@ -12,14 +12,13 @@ import { moveFollower } from './follower-move-v2';
 export async function ownerMove(request: OwnerMoveRequest): Promise<MoveOutcome> {
   const { partition, from: A, to: T, origin } = request;
   return runOperation('owner-move', request, async (op) => {
-    op.status.stage = 'follower_move';
-    op.status.via = request.via ?? null;
+    op.show({ stage: 'follower_move', via: request.via ?? null });
     // ---- validating: the rules the CLI checked (the client fixed `via`), against what the broker says now.
     const ctx = await op.watch.read();
     const check = checkOwnerMove(ctx.view, ctx.nodes, A, T, request.via);
     if (!check.ok) return { status: 'aborted', partition, code: check.code, reason: check.message };
     const via = check.via;
-    op.status.via = via;
+    op.show({ via });
 
     // ---- stage 1: the follower copy of `via` moves to T, which becomes an admitted follower.
     const moved = await moveFollower(op, { partition, from: via, to: T, origin, ...(request.timing ? { timing: request.timing } : {}) });
@@ -29,7 +28,7 @@ export async function ownerMove(request: OwnerMoveRequest): Promise<MoveOutcome>
     }
 
     // ---- stage 2: A hands the owner to T; T is now a follower, so a cancel before the commit is accepted again.
-    op.status.stage = 'handoff';
+    op.show({ stage: 'handoff' });
     op.acceptCancel();
     const handed = await handOff(op, A, T, request.quietPoint);
     if (handed.status === 'completed') return { ...handed, boundary: moved.boundary };

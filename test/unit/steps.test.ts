@@ -120,9 +120,9 @@ describe('what interrupts a learner before it counts', () => {
     expect(interrupts()).toBeNull();
     await vi.advanceTimersByTimeAsync(1);
     expect(interrupts()).toBe('stalled');
-    watch.replica('n4').live = false;
+    watch.noteLive('n4', false);
     expect(interrupts()).toBe('node_down');
-    op.cancelReason = 'test';
+    op.requestCancel('test');
     expect(interrupts()).toBe('cancel');
     watch.notePartition({ ...partition, pendingRecovery: { epoch: 2, openedAt: 0, reason: 'owner failed', failedOwner: 'n1' } });
     expect(interrupts()).toBe('recovery');
@@ -182,7 +182,7 @@ describe('waiting until durable at a boundary', () => {
     expect(step.describe()).toBe('waiting for n4 durable at 90: at 80');
     watch.absorb(view({}, { durableOffset: 95, bytesRemaining: 0 }));
     expect(step.done()).toBe(true);
-    watch.replica('n4').live = false;
+    watch.noteLive('n4', false);
     expect(step.done()).toBe(false);
     expect(step.describe()).toBe('n4 is down after the swap: n2 stays eligible and keeps its data; waiting for n4 to return or for recovery');
   });
@@ -196,20 +196,20 @@ describe('the swap back after T is lost past the swap', () => {
     const { watch, op } = setup({ swapBackAfterMs: 5_000 });
     const lost = targetLostInterrupts(op, 'n4');
     expect(lost()).toBeNull();
-    watch.replica('n4').live = false;
+    watch.noteLive('n4', false);
     expect(lost()).toBeNull();
     await vi.advanceTimersByTimeAsync(4_000);
     expect(lost()).toBeNull();
     // T back for a moment: the bound starts over when it goes down again.
-    watch.replica('n4').live = true;
+    watch.noteLive('n4', true);
     expect(lost()).toBeNull();
-    watch.replica('n4').live = false;
+    watch.noteLive('n4', false);
     expect(lost()).toBeNull();
     await vi.advanceTimersByTimeAsync(4_000);
     expect(lost()).toBeNull();
     await vi.advanceTimersByTimeAsync(1_000);
     expect(lost()).toBe('deadline');
-    op.cancelReason = 'test';
+    op.requestCancel('test');
     expect(lost()).toBe('cancel');
     const step = removeLeaving(op, 'n2', 'n4', 90, (r) => classifyRemovalRefusal(r, 'n4'), lost);
     expect(step.interrupts()).toBe('cancel');
@@ -232,6 +232,6 @@ describe('the swap back after T is lost past the swap', () => {
       boundary: { offset: 95, joined: 'n2', leaving: 'n4', epoch: 2, swappedBack: true },
     });
     expect(step.finished!()).toEqual({ value: 95 });
-    expect(op.status.boundary).toBe(95);
+    expect(op.boundary).toBe(95);
   });
 });

@@ -28,7 +28,7 @@ const DATA_ONLY: Use[] = [
   { file: 'workflows/steps/operation.ts', line: '{ key: PhaseSinceKey, value: new Date() },', why: 'the PhaseSince search attribute (shown, never read back)' },
   { file: 'workflows/steps/operation.ts', line: 'const durationMs = Date.now() - info.startTime.getTime();', why: "the end-of-move log line's duration" },
   { file: 'workflows/owner-handoff.ts', line: 'closed.at = Date.now();', why: 'when admission closed, for admissionClosedMs (a status and outcome field)' },
-  { file: 'workflows/owner-handoff.ts', line: 'op.status.admissionClosedMs = Date.now() - closed.at;', why: 'admissionClosedMs, a status and outcome field' },
+  { file: 'workflows/owner-handoff.ts', line: 'const admissionClosedMs = Date.now() - closed.at;', why: 'admissionClosedMs, a status and outcome field' },
   { file: 'workflows/rebalancer-moves.ts', line: '{ key: PhaseSinceKey, value: new Date() },', why: 'the PhaseSince search attribute of a started move' },
 ];
 

@@ -59,8 +59,8 @@ export async function untilCounted<T>(n: NewCopy<T>): Promise<{ value: T } | End
     // A request the broker rejects for good ends the operation, and the learner goes too.
     const cause = rejection(err);
     // Past an accepted swap T counts: the learner is no longer the operation's to drop.
-    if (!cause || n.op.status.boundary !== null) throw err;
-    return withoutLearner(n, cause.type ?? 'rejected', `the broker rejected a request while ${n.op.status.phase.replace(/_/g, ' ')}: ${cause.message}`);
+    if (!cause || n.op.boundary !== null) throw err;
+    return withoutLearner(n, cause.type ?? 'rejected', `the broker rejected a request while ${n.op.phase.replace(/_/g, ' ')}: ${cause.message}`);
   }
 }
 
@@ -124,7 +124,7 @@ async function attempts<T>(n: NewCopy<T>): Promise<{ value: T } | Ended> {
     await runStep(op, waitForActivation(op));
     if (op.cancelReason !== null) return cancelled(n, true);
     if (origin === 'planner') return withoutLearner(n, 'pending_recovery', `a recovery on ${partition} cancelled the ${op.subject.kind.replace('-', ' ')} before ${n.counting}`);
-    op.status.retries++;
+    op.retried(`the recovery on ${partition} activated at epoch ${watch.epoch}: trying again`);
     const ctx = await watch.read();
     const p = ctx.view.partition;
     const again = n.recheck({ ...ctx, view: { ...ctx.view, partition: { ...p, learners: p.learners.filter((x) => x !== T) } } });

@@ -38,9 +38,10 @@ export interface OperationSubject {
 }
 
 export class Operation {
-  readonly status: MoveStatus;
+  /** What the status query shows; changed only by the methods below. */
+  private readonly status: MoveStatus;
   /** Set by an operator's cancel (update or Temporal request) while the operation can still be undone. */
-  cancelReason: string | null = null;
+  private cancelled: string | null = null;
   /** Once set, a cancel is refused with these words (the operation is past its point of no return); null: accepted for now. */
   private noWayBack: (() => string | null) | null = null;
   /** The phase the search attribute shows. */
@@ -70,7 +71,7 @@ export class Operation {
       retries: 0,
       outcome: null,
     };
-    watch.onBlocked = (reason) => this.block(reason);
+    watch.reportBlocked((reason) => this.block(reason));
   }
 
   /** Install the status query, the cancel update and the Temporal cancel handling; show the search attributes. */
@@ -115,9 +116,14 @@ export class Operation {
     });
   }
 
-  private requestCancel(reason: string): void {
-    this.cancelReason ??= reason;
-    this.watch.version++;
+  get cancelReason(): string | null {
+    return this.cancelled;
+  }
+
+  /** An operator's cancel (the cancel update or a Temporal cancel request): the steps' interrupts end the wait. */
+  requestCancel(reason: string): void {
+    this.cancelled ??= reason;
+    this.watch.changed();
   }
 
   /** From here on a cancel is refused with these words (they say why and what the way on is); null accepts it for now. */
@@ -128,6 +134,25 @@ export class Operation {
   /** A new stage that a cancel can undo again (an owner move's handoff, once its follower move completed). */
   acceptCancel(): void {
     this.noWayBack = null;
+  }
+
+  get phase(): MovePhase {
+    return this.status.phase;
+  }
+
+  /** Boundary B once a swap was accepted: T counts from there. */
+  get boundary(): number | null {
+    return this.status.boundary;
+  }
+
+  /** A swap was accepted at boundary B. */
+  swappedAt(boundary: number): void {
+    this.status.boundary = boundary;
+  }
+
+  /** Fields of the status that only some kinds show (an owner move's stage, a handoff's final boundary). */
+  show(fields: Partial<Pick<MoveStatus, 'stage' | 'via' | 'finalBoundary' | 'admissionClosedMs'>>): void {
+    Object.assign(this.status, fields);
   }
 
   snapshot(): MoveStatus {

@@ -55,11 +55,7 @@ export function closeAdmission(op: Operation, interrupts: () => Interrupt | null
     write: 'close-admission',
     body: () => ({}),
     summary: `Close admission on ${w.partitionId} and take its final boundary`,
-    accepted: (reply) => {
-      const finalBoundary = reply.boundary ?? w.confirmedTail ?? 0;
-      w.finalBoundary = finalBoundary;
-      return finalBoundary;
-    },
+    accepted: (reply) => reply.boundary ?? w.confirmedTail ?? 0,
     passing: codes(...COMMON_PASSING, 'change_in_flight'),
     interrupts,
     retrying: (r) => `retrying close-admission: ${r.message}`,

@@ -68,7 +68,7 @@ export function removeLeaving(
     accepted: () => undefined,
     passing: (r) => ['passing', 'target_down'].includes(classify(r)),
     onPassing: async (r) => {
-      if (classify(r) === 'target_down') w.replica(target).live = false;
+      if (classify(r) === 'target_down') w.noteLive(target, false);
       // The broker's word on T's durable offset wins over what signals said (a lost disk can lower it).
       if (r.code === 'boundary_not_covered') await w.rereadDurable(target);
     },

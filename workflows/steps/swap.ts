@@ -19,7 +19,7 @@ export function swap(op: Operation, learner: string, leaving: string, interrupts
     summary: `Swap who counts on ${w.partitionId}: ${learner} counts, ${leaving} leaves`,
     accepted: (reply) => {
       const boundary = reply.boundary ?? reply.partition.boundary?.offset ?? w.confirmedTail ?? 0;
-      op.status.boundary = boundary;
+      op.swappedAt(boundary);
       return boundary;
     },
     passing: codes(...COMMON_PASSING, 'no_sync_budget', 'not_caught_up', 'not_admitted', 'change_in_flight', 'admission_closed'),
@@ -45,7 +45,7 @@ export function swapBack(op: Operation, leaving: string, joined: string): WriteS
     finished: () => {
       const b = w.partition?.boundary;
       if (!b || b.joined !== leaving || b.leaving !== joined) return null;
-      op.status.boundary = b.offset;
+      op.swappedAt(b.offset);
       return { value: b.offset };
     },
     passing: codes(...COMMON_PASSING, 'not_caught_up', 'not_admitted', 'node_down', 'admission_closed'),

@@ -10,8 +10,9 @@ import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, wo
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
 import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../../rules/definitions';
-import { TargetWatch, type TargetReport } from '../../rules/follower-move-rules';
+import type { TargetReport } from '../../rules/follower-move-rules';
 import { legacyNow } from './legacy-clock';
+import { Transfers, type WatchedTransfer } from './transfers';
 
 export const DEFAULT_TIMING: MoveTiming = {
   stallReportMs: 30_000,
@@ -41,23 +42,6 @@ export const DECIDE_ON_TIMERS = 'decide-on-timers';
 /** What ends a wait early: the step's caller decides what each means. */
 export type Interrupt = 'recovery' | 'cancel' | 'node_down' | 'stalled' | 'deadline';
 
-/** A transfer to a learner this operation added: what its stall abort and catch-up deadline are decided on. */
-export interface WatchedTransfer {
-  watch: TargetWatch;
-  /** Before the patch: the workflow clock when the attempt started. */
-  startedAt: number;
-  bytesToCopy: number;
-  /** Bumped by every new attempt: a timer armed for an earlier one changes nothing when it fires. */
-  attempt: number;
-  /** A stall timer is pending for this attempt. */
-  stallArmed: boolean;
-  /** Set by the stall timer: the stall it was armed for lasted stallAbortMs. */
-  stallExpired: boolean;
-  /** How long the deadline timers of this attempt have run, and whether the time allowed ran out. */
-  deadlineRan: number;
-  deadlineExpired: boolean;
-}
-
 /** One replica as the workflow last heard of it. */
 export interface ReplicaKnowledge {
   /** The highest durable offset reported (a read after a refusal may lower it: the broker's word wins). */
@@ -68,24 +52,21 @@ export interface ReplicaKnowledge {
 }
 
 export class Watch {
-  generation = 0;
-  epoch = 0;
-  recoveryPending = false;
+  /**
+   * What the broker said last: the generation and epoch, a pending recovery, the partition record as last read or
+   * returned by a write (null before the first), the highest confirmed tail of any progress read or signal.
+   * Written only by the watch's own handlers; the getters below read it.
+   */
+  private readonly known = { generation: 0, epoch: 0, recoveryPending: false, partition: null as Partition | null, confirmedTail: null as number | null };
   /** The epoch a pending recovery replaces: only an activation past it clears the pending state. */
   private recoveringEpoch = -1;
-  /** The partition record as last read or returned by a write (null before the first). */
-  partition: Partition | null = null;
-  /** The highest confirmed tail of any progress read or signal. */
-  confirmedTail: number | null = null;
-  /** close-admission's final boundary, while admission is closed by this operation. */
-  finalBoundary: number | null = null;
   /** Bumped by every change: waits re-check their condition when it moves. */
-  version = 0;
+  private version = 0;
   private readonly replicas = new Map<string, ReplicaKnowledge>();
   /** Generation of the add-learner write per node: an `admitted` event older than it is from an earlier learner. */
   private readonly learnerSince = new Map<string, number>();
   /** Transfer watches of the learners this operation added, for stalls and the catch-up deadline. */
-  private readonly transfers = new Map<string, WatchedTransfer>();
+  private readonly transfers: Transfers;
   /** The latest broker clock reading seen (a read's `now`, a progress event's `at`). */
   private brokerNow = 0;
   private readonly nodeSeq = new Map<string, number>();
@@ -93,7 +74,7 @@ export class Watch {
   private pollDue = false;
   private pollArmed = false;
   /** Called whenever a wait goes on waiting, with what it waits for (the operation shows it). */
-  onBlocked: (reason: string) => void = () => undefined;
+  private blocked: (reason: string) => void = () => undefined;
 
   constructor(
     readonly partitionId: string,
@@ -102,9 +83,50 @@ export class Watch {
     readonly onTimers: boolean,
     /** The workflow timer (unit tests give a fake one). */
     private readonly timer: (ms: number) => Promise<void> = sleep,
-  ) {}
+  ) {
+    this.transfers = new Transfers(timing, onTimers, (ms, fired) => this.after(ms, fired));
+  }
 
-  replica(node: string): ReplicaKnowledge {
+  get generation(): number {
+    return this.known.generation;
+  }
+
+  get epoch(): number {
+    return this.known.epoch;
+  }
+
+  get recoveryPending(): boolean {
+    return this.known.recoveryPending;
+  }
+
+  get partition(): Partition | null {
+    return this.known.partition;
+  }
+
+  get confirmedTail(): number | null {
+    return this.known.confirmedTail;
+  }
+
+  /** Whoever shows what a wait waits for (the operation). */
+  reportBlocked(to: (reason: string) => void): void {
+    this.blocked = to;
+  }
+
+  /** Something a wait's condition reads changed outside the watch (a timer fired, a cancel came): waits re-check. */
+  changed(): void {
+    this.version++;
+  }
+
+  /** The broker said `node` is up or down (a node signal, a read, a refusal naming it). */
+  noteLive(node: string, live: boolean): void {
+    this.entry(node).live = live;
+  }
+
+  replica(node: string): Readonly<ReplicaKnowledge> {
+    return this.entry(node);
+  }
+
+  private entry(node: string): ReplicaKnowledge {
     let r = this.replicas.get(node);
     if (!r) {
       r = { durable: -1, bytesRemaining: null, live: true, admitted: false };
@@ -129,7 +151,7 @@ export class Watch {
   listen(): void {
     setHandler(progressSignal, (p) => {
       this.noteGeneration(p.generation);
-      this.confirmedTail = Math.max(this.confirmedTail ?? -1, p.confirmedTail);
+      this.known.confirmedTail = Math.max(this.confirmedTail ?? -1, p.confirmedTail);
       // The event's own time; a relay from before `at` existed leaves the latest broker time known.
       const at = this.onTimers ? this.noteBrokerTime(p.at) : legacyNow();
       for (const r of p.replicas) this.noteReplica(r.node, { ...r, stalledSince: r.stalled ? at : null }, at);
@@ -137,14 +159,14 @@ export class Watch {
     });
     setHandler(admittedSignal, (a) => {
       this.noteGeneration(a.generation);
-      if (a.generation > (this.learnerSince.get(a.node) ?? -1)) this.replica(a.node).admitted = true;
+      if (a.generation > (this.learnerSince.get(a.node) ?? -1)) this.entry(a.node).admitted = true;
       this.version++;
     });
     setHandler(recoverySignal, (r) => {
       if (r.state === 'opened' && r.epoch >= this.epoch) this.openRecovery(r.epoch);
       if (r.state === 'activated' && r.epoch > this.recoveringEpoch) {
-        this.recoveryPending = false;
-        this.epoch = r.epoch;
+        this.known.recoveryPending = false;
+        this.known.epoch = r.epoch;
         this.noteGeneration(r.generation);
       }
       this.version++;
@@ -154,17 +176,17 @@ export class Watch {
         if (n.seq < (this.nodeSeq.get(n.node) ?? -1)) return;
         this.nodeSeq.set(n.node, n.seq);
       }
-      this.replica(n.node).live = n.live;
+      this.noteLive(n.node, n.live);
       this.version++;
     });
   }
 
   noteGeneration(g: number | undefined): void {
-    if (g !== undefined && g > this.generation) this.generation = g;
+    if (g !== undefined && g > this.generation) this.known.generation = g;
   }
 
   private openRecovery(epoch: number): void {
-    this.recoveryPending = true;
+    this.known.recoveryPending = true;
     this.recoveringEpoch = Math.max(this.recoveringEpoch, epoch);
   }
 
@@ -175,7 +197,7 @@ export class Watch {
 
   /** `at`: the broker's time of the report, or before the patch the workflow clock when it came. */
   private noteReplica(node: string, report: TargetReport & { live?: boolean }, at: number): void {
-    const r = this.replica(node);
+    const r = this.entry(node);
     if (report.durableOffset > r.durable) {
       r.durable = report.durableOffset;
       r.bytesRemaining = report.bytesRemaining;
@@ -183,12 +205,7 @@ export class Watch {
       r.bytesRemaining = Math.min(r.bytesRemaining ?? report.bytesRemaining, report.bytesRemaining);
     }
     if (report.live !== undefined) r.live = report.live;
-    const t = this.transfers.get(node);
-    if (t) {
-      t.bytesToCopy = Math.max(t.bytesToCopy, report.bytesRemaining);
-      t.watch.note(report, at);
-      if (this.onTimers) this.armStall(t);
-    }
+    this.transfers.note(node, report, at);
   }
 
   /** Take in a partition record (from a write reply or a read); a record older than what signals said changes nothing it should not. */
@@ -196,23 +213,20 @@ export class Watch {
     // An activity result applied after a signal in the same activation may be older: it never takes back what
     // a newer generation or epoch told us.
     const fresh = p.generation >= this.generation;
-    this.epoch = Math.max(this.epoch, p.epoch);
+    this.known.epoch = Math.max(this.epoch, p.epoch);
     this.noteGeneration(p.generation);
     if (p.pendingRecovery) this.openRecovery(p.pendingRecovery.epoch);
-    else if (p.epoch > this.recoveringEpoch) this.recoveryPending = false;
+    else if (p.epoch > this.recoveringEpoch) this.known.recoveryPending = false;
     for (const node of [p.owner, ...p.followers, ...p.learners, ...(p.leaving ? [p.leaving] : [])]) {
       const admitted = p.history.some((h) => h.node === node && !h.suspended);
-      if (fresh || admitted) this.replica(node).admitted = admitted;
+      if (fresh || admitted) this.entry(node).admitted = admitted;
     }
-    if (fresh) {
-      this.partition = p;
-      if (p.admission === 'open') this.finalBoundary = null;
-    }
+    if (fresh) this.known.partition = p;
     this.version++;
   }
 
   private noteProgress(progress: Progress): void {
-    this.confirmedTail = Math.max(this.confirmedTail ?? -1, progress.confirmedTail);
+    this.known.confirmedTail = Math.max(this.confirmedTail ?? -1, progress.confirmedTail);
     const at = this.onTimers ? this.noteBrokerTime(progress.now) : legacyNow();
     for (const t of progress.replicas) {
       // Before the patch the stall clock ran on the workflow's clock: carry over how long ago the stall began.
@@ -228,7 +242,7 @@ export class Watch {
   absorb(view: PartitionView, nodes?: MoveContext['nodes']): void {
     this.notePartition(view.partition);
     this.noteProgress(view.progress);
-    for (const n of nodes ?? []) this.replica(n.id).live = n.live;
+    for (const n of nodes ?? []) this.noteLive(n.id, n.live);
   }
 
   /** Read the partition, its progress and the nodes (a local activity) and take them in. */
@@ -244,7 +258,7 @@ export class Watch {
    */
   async rereadDurable(node: string): Promise<void> {
     const { view } = await this.read();
-    this.replica(node).durable = view.progress.replicas.find((x) => x.node === node)?.durableOffset ?? -1;
+    this.entry(node).durable = view.progress.replicas.find((x) => x.node === node)?.durableOffset ?? -1;
   }
 
   /**
@@ -282,36 +296,21 @@ export class Watch {
     const { code, saw } = reply.refusal;
     // The broker's current generation is its word, even below what signals said: a record deleted and created
     // again under the same id starts over, and late events of the old one must not hold the next write forever.
-    if (code === 'generation_mismatch' && typeof saw['current'] === 'number') this.generation = saw['current'];
+    if (code === 'generation_mismatch' && typeof saw['current'] === 'number') this.known.generation = saw['current'];
     if (code === 'pending_recovery') this.openRecovery(this.epoch);
-    if (code === 'node_down' && typeof saw['node'] === 'string') this.replica(saw['node']).live = false;
+    if (code === 'node_down' && typeof saw['node'] === 'string') this.noteLive(saw['node'], false);
     this.version++;
   }
 
   /** A learner was added at this generation: admission events older than it are from an earlier learner. */
   learnerAdded(node: string, generation: number): void {
     this.learnerSince.set(node, generation);
-    this.replica(node).admitted = false;
+    this.entry(node).admitted = false;
   }
 
-  /**
-   * Start (or restart, for a new attempt) watching the transfer to `node`: the stall clock and the deadline start
-   * now (the latest broker time known; before the patch, the workflow clock).
-   */
+  /** Start (or restart, for a new attempt) watching the transfer to `node` (transfers.ts). */
   trackTransfer(node: string): void {
-    const now = this.onTimers ? this.brokerNow : legacyNow();
-    const bytesToCopy = this.replica(node).bytesRemaining ?? 0;
-    let t = this.transfers.get(node);
-    if (t) {
-      t.watch.restart(now);
-      Object.assign(t, { startedAt: now, bytesToCopy, attempt: t.attempt + 1, stallArmed: false, stallExpired: false, deadlineRan: 0, deadlineExpired: false });
-    } else {
-      t = { watch: new TargetWatch(false, now), startedAt: now, bytesToCopy, attempt: 0, stallArmed: false, stallExpired: false, deadlineRan: 0, deadlineExpired: false };
-      this.transfers.set(node, t);
-    }
-    if (!this.onTimers) return;
-    this.armStall(t);
-    this.armDeadline(t);
+    this.transfers.track(node, this.onTimers ? this.brokerNow : legacyNow(), this.replica(node).bytesRemaining ?? 0);
   }
 
   /** The watched transfer to `node`, if any. */
@@ -321,32 +320,17 @@ export class Watch {
 
   /** How long the transfer to `node` has made no progress (as of its latest report), for words. */
   stalledFor(node: string): number {
-    const t = this.transfers.get(node);
-    if (!t) return 0;
-    return t.watch.stalledFor(this.onTimers ? t.watch.lastSeen : legacyNow());
+    return this.transfers.stalledFor(node);
   }
 
   /** The transfer to `node` made no progress for stallAbortMs. */
   stalledTooLong(node: string): boolean {
-    const t = this.transfers.get(node);
-    if (!t) return false;
-    return this.onTimers ? t.stallExpired : t.watch.stalledFor(legacyNow()) >= this.timing.stallAbortMs;
+    return this.transfers.stalledTooLong(node);
   }
 
-  /**
-   * The transfer to `node` ran past its catch-up deadline: a base plus the largest transfer it reported at the
-   * floor rate (a step's timeout in proportion to the bytes it moves, like PD's), extended by time paused for
-   * recovery.
-   */
+  /** The transfer to `node` ran past its catch-up deadline (transfers.ts). */
   pastCatchUpDeadline(node: string): boolean {
-    const t = this.transfers.get(node);
-    if (!t) return false;
-    if (this.onTimers) return t.deadlineExpired;
-    return legacyNow() >= t.startedAt + t.watch.pausedFor(legacyNow()) + this.allowedBeforePause(t);
-  }
-
-  private allowedBeforePause(t: WatchedTransfer): number {
-    return this.timing.catchUpBaseMs + Math.ceil((t.bytesToCopy / this.timing.catchUpFloorBytesPerSec) * 1000);
+    return this.transfers.pastCatchUpDeadline(node);
   }
 
   /** A workflow timer whose firing changes what the watch knows: waits look again when it fires. */
@@ -354,41 +338,6 @@ export class Watch {
     void this.timer(Math.max(1, ms)).then(() => {
       fired();
       this.version++;
-    });
-  }
-
-  /**
-   * One stall timer at a time per attempt, armed while the transfer is stalled for the time left to
-   * stallAbortMs (as of its latest report). It expires the stall only if that stall is the one still going on
-   * (no progress, pause or new attempt since); otherwise it arms again for the stall of the moment, if any.
-   */
-  private armStall(t: WatchedTransfer): void {
-    const start = t.watch.stallStart();
-    if (t.stallArmed || t.stallExpired || start === null) return;
-    t.stallArmed = true;
-    const attempt = t.attempt;
-    this.after(this.timing.stallAbortMs - t.watch.stalledFor(t.watch.lastSeen), () => {
-      if (t.attempt !== attempt) return;
-      t.stallArmed = false;
-      if (t.watch.stallStart() === start) t.stallExpired = true;
-      else this.armStall(t);
-    });
-  }
-
-  /**
-   * The catch-up deadline as timers: armed for the time allowed when the attempt starts; when it fires and the
-   * time allowed grew meanwhile (more bytes reported, time paused for recovery), armed again for the rest. While
-   * the transfer is paused it never expires.
-   */
-  private armDeadline(t: WatchedTransfer): void {
-    const attempt = t.attempt;
-    const allowed = () => this.allowedBeforePause(t) + t.watch.pausedFor(t.watch.lastSeen);
-    const wait = Math.max(allowed() - t.deadlineRan, t.watch.paused ? this.timing.pollMs : 0);
-    this.after(wait, () => {
-      if (t.attempt !== attempt) return;
-      t.deadlineRan += Math.max(1, wait);
-      if (!t.watch.paused && t.deadlineRan >= allowed()) t.deadlineExpired = true;
-      else this.armDeadline(t);
     });
   }
 
@@ -408,7 +357,7 @@ export class Watch {
       if (done()) return null;
       const why = interrupts();
       if (why) return why;
-      this.onBlocked(describe());
+      this.blocked(describe());
       if (poll && this.pollDue) {
         this.pollDue = false;
         await this.read();
