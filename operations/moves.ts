@@ -288,8 +288,7 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
 }
 
 /**
- * How a reconfiguration ended, whatever its workflow type: the legacy `followerMove` returns its outcome in every
- * case; the types built on the step library return it when completed, carry it as details[0] of the
+ * How a reconfiguration ended, whatever its workflow type: every type returns it when completed, carry it as details[0] of the
  * CancelledFailure when cancelled and of the ApplicationFailure (typed by the code) when aborted. Null when the
  * workflow ended without one (terminated, timed out). Waits for a running workflow to end.
  */

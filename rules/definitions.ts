@@ -134,8 +134,7 @@ export type MovePhase =
   | 'aborted';
 
 /**
- * How a reconfiguration ended. The workflow types built on the step library (not the original followerMove)
- * also end in the matching Temporal status: completed returns the outcome; cancelled throws a CancelledFailure
+ * How a reconfiguration ended. Every reconfiguration type also ends in the matching Temporal status: completed returns the outcome; cancelled throws a CancelledFailure
  * whose details[0] is the outcome (Canceled); aborted throws ApplicationFailure.nonRetryable(reason, code,
  * outcome) (Failed, typed by the code). Clients read the outcome from either.
  */

@@ -2,8 +2,8 @@
  * Move the follower copy of one queue partition from R to T without a fence (the note's "Moving a follower:
  * two steps"), composed of the step library. Before the swap every exit drops the learner; past it the ways
  * on are finishing, ordinary recovery, or the swap back once T is lost (down for swapBackAfterMs, or an
- * operator's cancel while T is down). The workflow type that replaced `followerMove` (kept in
- * legacy/ so running moves finish and saved histories replay).
+ * operator's cancel while T is down). The workflow type that replaced `followerMove` (v1, retired:
+ * docs/versioning.md).
  */
 import { patched } from '@temporalio/workflow';
 import type { Refusal } from '../cluster/contract';

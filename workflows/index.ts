@@ -1,5 +1,4 @@
 /** Every workflow the worker registers. */
-export { followerMove } from './legacy/follower-move-v1';
 export { followerMoveV2 } from './follower-move-v2';
 export { progressRelay } from './relay';
 export { ownerHandoff } from './owner-handoff';

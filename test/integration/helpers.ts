@@ -213,7 +213,7 @@ export async function replayAndKeep(client: Client, workflowId: string, fixtureN
 
 /**
  * How a reconfiguration ended, by the convention above MoveOutcome (rules/definitions.ts): the result of a completed
- * run (and of every followerMove v1 run), details[0] of an aborted run's ApplicationFailure or of a cancelled
+ * run, details[0] of an aborted run's ApplicationFailure or of a cancelled
  * run's CancelledFailure, or the memo of a run the server closed as Canceled.
  */
 export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome> {

@@ -16,7 +16,7 @@ import type { RelayPage, SentSignal } from '../../activities/relay';
 import type { ClusterEvent } from '../../cluster/contract';
 import { ensureRelay, relayScope } from '../../operations/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
-import { drainWorkflowId, rebalancerWorkflowId } from '../../rules/definitions';
+import { drainWorkflowId, rebalancerWorkflowId, WORKFLOW_TYPE } from '../../rules/definitions';
 import { SourceKey, TargetKey } from '../../rules/search-attributes';
 import { connectClient, eventually, logger, replayAndKeep, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 import { spawnWorker, type Child } from './processes';
@@ -218,7 +218,7 @@ async function setUpScene(queue: string): Promise<void> {
   expect(touched.every((id) => Number(id.slice(2)) >= 6)).toBe(true);
   moveSinks = await Promise.all(
     touched.map((partition) =>
-      client.workflow.start('followerMove', {
+      client.workflow.start(WORKFLOW_TYPE['follower-move'], {
         taskQueue: `relay-${process.pid}-nobody-polls`,
         workflowId: `reconfigure-${partition}`,
         args: [{ partition, from: 'n9', to: 'n12', origin: 'operator' }],

@@ -23,7 +23,7 @@ async function refused(file: string, code: string): Promise<string[]> {
 describe('the layer guard', () => {
   it.each([
     ['workflows/steps/x.ts', "import { relay } from '../../activities/relay';", /Workflows import only types/],
-    ['workflows/legacy/x.ts', "import { ClusterClient } from '../../cluster/client';", /Workflows import only types/],
+    ['workflows/steps/x.ts', "import { ClusterClient } from '../../cluster/client';", /Workflows import only types/],
     ['workflows/x.ts', "import { planNow } from '../planner';", /Workflows import only types/],
     ['workflows/x.ts', "import fs from 'node:fs';", /Node built-ins are not available/],
     ['planner/x.ts', "import { formatBytes } from '../workflows/format';", /The planner is pure/],

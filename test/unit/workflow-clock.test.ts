@@ -23,7 +23,7 @@ const DATA_ONLY: Use[] = [
   {
     file: 'workflows/steps/legacy-clock.ts',
     line: 'return Date.now();',
-    why: 'legacyNow(): decisions of executions from before patch decide-on-timers and of followerMove v1, whose histories replay on them',
+    why: 'legacyNow(): decisions of executions from before patch decide-on-timers, whose histories replay on them',
   },
   { file: 'workflows/steps/operation.ts', line: '{ key: PhaseSinceKey, value: new Date() },', why: 'the PhaseSince search attribute (shown, never read back)' },
   { file: 'workflows/steps/operation.ts', line: 'const durationMs = Date.now() - info.startTime.getTime();', why: "the end-of-move log line's duration" },
