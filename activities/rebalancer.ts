@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { outcomeOf } from '../operations/moves';
 import type { ClusterClient } from '../cluster/client';
-import { planToConvergence } from '../planner';
+import { planToConvergence, predictMs } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import { drainWorkflowId, RECONFIGURATION_ID_PREFIX, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
@@ -98,6 +98,21 @@ async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> 
 const FINISHING_PHASES = ['removing', 'promoting', 'committing_owner', 'completed'];
 
 /**
+ * The most steps one proposal holds: the first of the plan to convergence, the rest proposed once these are done.
+ * The proposal is the planning activity's result and part of the state the loop carries across continue-as-new;
+ * at 1,000 nodes a join's plan to convergence has thousands of steps (3,757 steps, 841 KB at 100,000 partitions),
+ * past the 512 KB Temporal warns at. 500 steps are about 115 KB.
+ */
+export const PROPOSAL_STEPS = 500;
+
+/** The plan a proposal holds: its first `limit` steps, how many follow them, and the time those steps take. */
+export function firstSteps(plan: Plan, config: PlannerConfig, limit = PROPOSAL_STEPS): Plan & { beyond?: number } {
+  if (plan.steps.length <= limit) return plan;
+  const steps = plan.steps.slice(0, limit);
+  return { ...plan, steps, predictedMs: predictMs(steps, config), beyond: plan.steps.length - limit };
+}
+
+/**
  * The reconfigurations on this task queue that completed after `since`, and those finishing now, from visibility: a
  * move's last phase is `completed` only when its outcome is, and its source and target attributes name the nodes
  * the copy (or owner role) left and arrived on.
@@ -180,7 +195,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
     ): Promise<{ plan: Plan; generation: number; basis: PlanBasis }> {
       const [topology, budget] = await Promise.all([deps.cluster.topology(), deps.cluster.syncBudget()]);
       const { tracked, ...rest } = request;
-      const plan = planToConvergence(planInputFor(topology, { ...rest, inFlight: inFlightMoves(topology, tracked, budget.transfers) }), config);
+      const plan = firstSteps(planToConvergence(planInputFor(topology, { ...rest, inFlight: inFlightMoves(topology, tracked, budget.transfers) }), config), config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, generation: topology.generation }, 'proposed');
       return { plan, generation: topology.generation, basis: basisOf(topology, plan.steps) };
     },

@@ -331,7 +331,10 @@ export interface EndedMove {
 /** The last plan the loop (or a drain) asked for, and what became of its steps. */
 export interface PlanRecord {
   at: number;
+  /** The plan's first steps (rules/rebalancer-rules.ts PLAN_RECORD_STEPS). */
   steps: Proposal[];
+  /** How many steps the plan had, when more than `steps` keeps. */
+  stepCount?: number;
   /** Partitions whose step started a move. */
   started: string[];
   /** Steps not started, each with why (a reconfiguration already runs, a limit, a draining node). */
@@ -434,9 +437,12 @@ export interface ProposedPlan {
   /** Time to carry the steps out under the transfer limits, at the nodes' sync rate. */
   predictedMs: number;
   spreadBefore: number;
+  /** The spread once the plan to convergence is done (all its steps, `beyond` included). */
   spreadAfter: number;
   mean: number;
   basis: PlanBasis;
+  /** Steps of the plan to convergence after these, proposed once these are done (rules/rebalancer-approval.ts PROPOSAL_STEPS). */
+  beyond?: number;
 }
 
 /** A step refused at approval, with why (its partition changed, a node went down or is draining, ...). */

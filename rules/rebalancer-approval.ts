@@ -36,9 +36,10 @@ export function basisOf(topology: Topology, steps: readonly Proposal[]): PlanBas
 }
 
 /** The plan as the loop publishes it: the planner's steps with their bytes, predicted time and basis. */
-export function proposalOf(id: string, madeAt: number, generation: number, plan: Plan, basis: PlanBasis): ProposedPlan {
+export function proposalOf(id: string, madeAt: number, generation: number, plan: Plan & { beyond?: number }, basis: PlanBasis): ProposedPlan {
   const bytes = plan.steps.reduce((sum, s) => sum + (s.op !== 'owner_handoff' ? s.bytes : 0), 0);
-  return { id, madeAt, generation, steps: plan.steps, bytes, predictedMs: plan.predictedMs, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, basis };
+  const { steps, predictedMs, spreadBefore, spreadAfter, mean, beyond } = plan;
+  return { id, madeAt, generation, steps, bytes, predictedMs, spreadBefore, spreadAfter, mean, basis, ...(beyond ? { beyond } : {}) };
 }
 
 /** What changed about the step's partition since the plan was made, in the note's words. */

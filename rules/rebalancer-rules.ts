@@ -4,8 +4,8 @@
  * and the operator notes of pause and resume. Deterministic: used inside workflows and by activities.
  */
 import type { Partition, Topology, Transfer } from '../cluster/contract';
-import type { CooledMove, InFlightMove, PlanInput, PlannerConfig, Proposal } from '../planner/types';
-import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, RebalancerState, TrackedMove } from './definitions';
+import type { CooledMove, InFlightMove, Plan, PlanInput, PlannerConfig, Proposal } from '../planner/types';
+import type { Cooldowns, EndedMove, OperatorNote, PauseRequest, PlanRecord, RebalancerState, TrackedMove } from './definitions';
 
 /** Why an operator's request to the loop is refused for want of who asks and why, or null. */
 export function checkWhoAndWhy(action: string, request: PauseRequest | undefined): string | null {
@@ -293,4 +293,23 @@ export function selectStarts(
     cluster++;
   }
   return { start, skipped };
+}
+
+/**
+ * The steps a plan record keeps: it is part of the status the loop and drains answer and of the state the loop
+ * carries across continue-as-new, so at most this many, with the count of all.
+ */
+export const PLAN_RECORD_STEPS = 100;
+
+/** What the loop or a drain records of a tick's plan: what started, what was skipped and why, the first steps. */
+export function planRecord(
+  at: number,
+  plan: Pick<Plan, 'steps' | 'spreadBefore' | 'spreadAfter' | 'mean' | 'threshold' | 'planningMs'>,
+  started: string[],
+  skipped: PlanRecord['skipped'],
+  idleReason: string | null,
+): PlanRecord {
+  const { steps, spreadBefore, spreadAfter, mean, threshold, planningMs } = plan;
+  const kept = steps.length > PLAN_RECORD_STEPS ? { steps: steps.slice(0, PLAN_RECORD_STEPS), stepCount: steps.length } : { steps };
+  return { at, ...kept, started, skipped, idleReason, spreadBefore, spreadAfter, mean, threshold, planningMs };
 }

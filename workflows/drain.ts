@@ -22,7 +22,7 @@ import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
 import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from '../rules/definitions';
 import { blockerLine, drainStarts, type DrainLeft } from '../rules/rebalancer-drain-rules';
 import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
-import { pruneCooldowns, recordEnded } from '../rules/rebalancer-rules';
+import { planRecord, pruneCooldowns, recordEnded } from '../rules/rebalancer-rules';
 
 // The draining mark is a write: a normal activity, so its input is kept for retries.
 const { setNodeDraining } = proxyActivities<RebalancerActivities>({
@@ -112,7 +112,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     const idle = started.length === 0 && state.inFlight.length === 0;
     const held = (idle ? blockers : blockers.filter((b) => !b.passes)).map(blockerLine);
     const idleReason = idle ? (held[0] ?? plan.idleReason ?? `the planner proposed no ${state.phase === 'handing_off' ? 'owner handoff' : 'follower move'} off ${node}`) : null;
-    lastPlan = { at: now, steps: plan.steps, started, skipped, idleReason, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, threshold: plan.threshold, planningMs: plan.planningMs };
+    lastPlan = planRecord(now, plan, started, skipped, idleReason);
     blockingReasons = [...new Set([...(idleReason ? [idleReason] : []), ...held, ...skipped.map((s) => s.reason)])];
     return false;
   }

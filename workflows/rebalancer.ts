@@ -27,7 +27,7 @@ import {
 } from '../rules/definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
 import { proposeMode } from './rebalancer-propose';
-import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, operatorHold, planHolds, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from '../rules/rebalancer-rules';
+import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, operatorHold, planHolds, planRecord, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from '../rules/rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
@@ -164,7 +164,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     }
     approval.started(started);
     const idleReason = started.length > 0 ? null : (plan.idleReason ?? (skipped.length > 0 ? `no planned step could start: ${skipped[0]!.reason}` : 'the planner proposed nothing'));
-    state.lastPlan = { ...base, steps: plan.steps, started, skipped, idleReason, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean, planningMs: plan.planningMs };
+    state.lastPlan = planRecord(now, { ...plan, threshold: settings.planner.threshold }, started, skipped, idleReason);
     waitingFor = 'the next tick';
   }
 

@@ -160,7 +160,8 @@ function renderPlan(r) {
   }
   $('plan-summary').textContent =
     `${plan.id} · made on generation ${plan.generation} at ${new Date(plan.madeAt).toLocaleTimeString()} · ` +
-    `${plan.steps.length} step(s), ${bytes(plan.bytes)}, predicted ${(plan.predictedMs / 1000).toFixed(1)} s`;
+    `${plan.steps.length} step(s), ${bytes(plan.bytes)}, predicted ${(plan.predictedMs / 1000).toFixed(1)} s` +
+    (plan.beyond ? ` · the first of ${plan.steps.length + plan.beyond} to convergence (the other ${plan.beyond} are proposed once these are done)` : '');
   $('plan-steps').replaceChildren(
     ...plan.steps.map((s, i) =>
       el(

@@ -20,7 +20,8 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 export function planLines(plan: ProposedPlan): string[] {
   const rows = plan.steps.map((s, i) => [String(i + 1), s.op, s.partition, moveLabel(s.from, s.to), formatBytes(s.bytes), s.reason]);
   return [
-    `plan ${plan.id}: made at ${new Date(plan.madeAt).toISOString()} on generation ${plan.generation}; ${plan.steps.length} step(s), ${formatBytes(plan.bytes)}, predicted ${seconds(plan.predictedMs)}`,
+    `plan ${plan.id}: made at ${new Date(plan.madeAt).toISOString()} on generation ${plan.generation}; ${plan.steps.length} step(s), ${formatBytes(plan.bytes)}, predicted ${seconds(plan.predictedMs)}` +
+      (plan.beyond ? `; the first of ${plan.steps.length + plan.beyond} to convergence (the other ${plan.beyond} are proposed once these are done)` : ''),
     table([['#', 'OP', 'PARTITION', 'MOVE', 'BYTES', 'WHY'], ...rows]),
     `approve: rebalancer approve ${plan.id} --reason <why>   (or a fresh plan: rebalancer approve --refresh --reason <why>)`,
   ];

@@ -33,7 +33,7 @@ function describe(s: RebalancerStatus, under: UnderReplicated[]): string {
   const lines = [
     `rebalancer:     ${state}`,
     `waiting for:    ${s.waitingFor}`,
-    `last plan:      ${plan ? `${plan.steps.length} step(s), ${plan.started.length} started; ${plan.idleReason ?? 'moves started'}` : '-'}`,
+    `last plan:      ${plan ? `${plan.stepCount ?? plan.steps.length} step(s), ${plan.started.length} started; ${plan.idleReason ?? 'moves started'}` : '-'}`,
     `moves:          ${s.moves.started} started, ${s.moves.completed} completed, ${s.moves.aborted} aborted, ${s.moves.cancelled} cancelled`,
     `cooling nodes:  ${cooling.join(', ') || '-'}`,
     `cooling parts:  ${cooled.join(', ') || '-'}`,

@@ -5,6 +5,9 @@ import type { InFlightMove, Proposal } from '../../planner/types';
 import type { ApprovalState, PastPlan, ProposedPlan } from '../../rules/definitions';
 import { approvedNow, basisOf, checkApprove, checkRefresh, PAST_PLANS, proposalOf, remember, staleSteps } from '../../rules/rebalancer-approval';
 import { input, node, partition, ring, topology } from './planner-topology';
+import { firstSteps, PROPOSAL_STEPS } from '../../activities/rebalancer';
+import { large } from '../../bench/planner';
+import { PLAN_RECORD_STEPS, planRecord } from '../../rules/rebalancer-rules';
 
 const step = (partition: string, from: string, to: string, op: Proposal['op'] = 'follower_move'): Proposal => ({ op, partition, from, to, bytes: 100, reason: 'test' });
 
@@ -150,5 +153,26 @@ describe('checkApprove and checkRefresh: who may approve what, and the state of 
     for (let i = 0; i < PAST_PLANS + 5; i++) past = remember(past, { ...superseded, id: `p-${String(i).padStart(8, '0')}` });
     expect(past).toHaveLength(PAST_PLANS);
     expect(past[0]!.id).toBe(`p-${String(PAST_PLANS + 4).padStart(8, '0')}`);
+  });
+});
+
+describe('a proposal at 1,000 nodes and 100,000 partitions', () => {
+  it('holds the first PROPOSAL_STEPS steps of the plan to convergence, under the 512 KB Temporal warns at, and says how many follow', () => {
+    const t = large();
+    const config = { ...DEFAULT_PLANNER_CONFIG };
+    const whole = planToConvergence({ topology: t, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: t.now, draining: [] }, config);
+    const kb = (x: unknown) => JSON.stringify(x).length / 1024;
+    // The premise: uncapped, the proposal passes the bound.
+    expect(kb(proposalOf('p-1', t.now, 1, whole, basisOf(t, whole.steps)))).toBeGreaterThan(512);
+    const first = firstSteps(whole, config);
+    const proposal = proposalOf('p-1', t.now, 1, first, basisOf(t, first.steps));
+    expect(proposal.steps).toEqual(whole.steps.slice(0, PROPOSAL_STEPS));
+    expect(proposal.beyond).toBe(whole.steps.length - PROPOSAL_STEPS);
+    expect(proposal.predictedMs).toBeLessThan(whole.predictedMs);
+    expect(kb(proposal)).toBeLessThan(512);
+    // A plan record keeps the first steps and the count of all.
+    const record = planRecord(t.now, whole, [], [], null);
+    expect(record).toMatchObject({ steps: whole.steps.slice(0, PLAN_RECORD_STEPS), stepCount: whole.steps.length });
+    expect(kb(record)).toBeLessThan(64);
   });
 });
