@@ -4,6 +4,8 @@ export interface Coverage {
   commands: number;
   movesStarted: number;
   movesCompleted: number;
+  /** Moves the driver's ledger saw end: completed, undone by a swap back, or aborted (learner dropped). */
+  movesEnded: number;
   swaps: number;
   /** Swaps back accepted: T down after the swap, R counting again. */
   swapBacks: number;
@@ -31,6 +33,7 @@ export function emptyCoverage(): Coverage {
     commands: 0,
     movesStarted: 0,
     movesCompleted: 0,
+    movesEnded: 0,
     swaps: 0,
     swapBacks: 0,
     removals: 0,
@@ -51,7 +54,7 @@ export function emptyCoverage(): Coverage {
 
 export function formatCoverage(label: string, c: Coverage): string {
   return (
-    `${label}: ${c.sequences} sequences (${c.commands} commands), moves started ${c.movesStarted}, completed ${c.movesCompleted}, ` +
+    `${label}: ${c.sequences} sequences (${c.commands} commands), moves started ${c.movesStarted}, completed ${c.movesCompleted}, ended ${c.movesEnded}, ` +
     `swaps ${c.swaps} (${c.swapBacks} swapped back), removals ${c.removals}, promotions ${c.promotions}, learners dropped ${c.learnersDropped}, handoffs ${c.handoffs}, ` +
     `recoveries activated ${c.recoveries}, disk losses ${c.diskLosses} (${c.diskLossesAroundSwap} between swap and removal), ` +
     `faults mid-move ${c.faultsMidMove}, settled after faults ${c.settled} (nodes lost for good ${c.lostForGood}, ` +

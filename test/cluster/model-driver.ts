@@ -30,6 +30,11 @@ export class Driver {
   private key = 0;
   private armed: FaultCmd[] = [];
   readonly log: string[] = [];
+  /**
+   * The moves in flight by partition and T, from the driver's own accepted writes: one starts at add-learner and
+   * ends at promote-learner or remove-leaving (completed, or undone by a swap back) or drop-learner (aborted).
+   */
+  readonly moves = new Map<string, Map<string, 'learning' | 'swapped'>>();
   constructor(
     public sim: ClusterSim,
     readonly cov: Coverage = emptyCoverage(),
@@ -55,10 +60,30 @@ export class Driver {
       const counter = OK_COUNTERS[name];
       if (counter) this.cov[counter]++;
       if (name === 'remove-leaving' || name === 'promote-learner') this.cov.movesCompleted++;
+      this.track(p.id, name, body);
     } else {
       check(JSON.stringify(this.sim.partitionRecord(p)) === before, `refused ${name} on ${p.id} (${r.refusal.code}) changed the partition`);
     }
     return r;
+  }
+
+  /** Keeps the ledger of moves in flight after an accepted write. */
+  private track(partition: string, name: GuardedWriteName, body: Record<string, unknown>): void {
+    const moves = this.moves.get(partition) ?? new Map<string, 'learning' | 'swapped'>();
+    this.moves.set(partition, moves);
+    const end = (t: string) => {
+      if (moves.delete(t)) this.cov.movesEnded++;
+    };
+    if (name === 'add-learner') moves.set(body.node as string, 'learning');
+    else if (name === 'promote-learner' || name === 'drop-learner') end(body.node as string);
+    // A swap back names R as the learner: the move it undoes stays swapped until T is removed.
+    else if (name === 'swap' && moves.has(body.learner as string)) moves.set(body.learner as string, 'swapped');
+    else if (name === 'remove-leaving') for (const [t, stage] of moves) if (stage === 'swapped') end(t);
+  }
+
+  /** Moves started that have not ended, as `partition T (stage)`. */
+  openMoves(): string[] {
+    return [...this.moves].flatMap(([p, moves]) => [...moves].map(([t, stage]) => `${p} ${t} (${stage})`));
   }
 
   live(n: string): boolean {
@@ -376,9 +401,10 @@ export class Driver {
   /**
    * Faults stop: stalls and draining are lifted, every down node restarts except `lostForGood` of them
    * (nodes that own nothing, are no move's T, and stay within the fault budget), and the driver finishes
-   * every partition. Each must settle within the recovery delay, plus all transfer bytes at the slowest
-   * rate a transfer can see (one slot's share of a node's rate, minus the fastest publish rate), plus a
-   * few ticks per step of a move. Returns a failure description, or null.
+   * every partition. Each must settle, and every move started must end (completed or aborted by the driver's
+   * own write: a partition gone quiet with a move that never ended lost it), within the recovery delay, plus all
+   * transfer bytes at the slowest rate a transfer can see (one slot's share of a node's rate, minus the fastest
+   * publish rate), plus a few ticks per step of a move. Returns a failure description, or null.
    */
   settle(lostForGood: number): string | null {
     const sim = this.sim;
@@ -407,10 +433,14 @@ export class Driver {
     const start = sim.now;
     const unsettled = () => queues.filter((p) => !this.settled(p));
     if (unsettled().length > 0) this.cov.settled++;
-    while (unsettled().length > 0) {
+    while (unsettled().length > 0 || this.openMoves().length > 0) {
       if (sim.now - start > bound) {
         const stuck = unsettled().map((p) => `${p.id}: ${JSON.stringify(sim.stateOf(p))}`);
-        return `liveness: after faults stopped, ${stuck.length} partition(s) did not settle within ${Math.round(bound)} ms:\n${stuck.join('\n')}`;
+        const open = this.openMoves();
+        return (
+          `liveness: after faults stopped, within ${Math.round(bound)} ms ${stuck.length} partition(s) did not settle and ${open.length} move(s) did not end:\n` +
+          [...stuck, ...open.map((m) => `move ${m} never ended`)].join('\n')
+        );
       }
       for (const p of queues) this.finish(p);
       sim.advance(c.tickMs);

@@ -38,12 +38,22 @@ describe('randomized move, publish, time and fault sequences', () => {
       SEQUENCES,
     );
     console.log(formatCoverage('model test', cov));
+    // Every counter the line prints has a floor (or, for failures, a ceiling): a run that stops covering one of
+    // them proves little.
     expect(cov.sequences).toBeGreaterThanOrEqual(SEQUENCES);
-    // The generator must keep reaching what it aims at: a run that stops covering one of these proves little.
-    const reached = ['movesCompleted', 'removals', 'promotions', 'recoveries', 'diskLossesAroundSwap', 'faultsMidMove', 'lostForGood'] as const;
+    expect(cov.commands, 'commands').toBeGreaterThanOrEqual(SEQUENCES * 40);
+    const reached = [
+      'movesStarted', 'movesCompleted', 'swaps', 'removals', 'promotions', 'learnersDropped', 'handoffs', 'recoveries',
+      'diskLosses', 'diskLossesAroundSwap', 'faultsMidMove', 'settled', 'lostForGood',
+    ] as const;
     for (const k of reached) expect(cov[k], k).toBeGreaterThanOrEqual(SEQUENCES / 20);
     // Rarer by nature (T down past its swap, then R live and caught up): seen about once in 12 sequences.
     expect(cov.swapBacks, 'swapBacks').toBeGreaterThanOrEqual(SEQUENCES / 40);
+    // Every move started ended (the liveness check fails a sequence otherwise), and settling used its bound.
+    expect(cov.movesEnded, 'movesEnded').toBe(cov.movesStarted);
+    expect(cov.worstBoundUse, 'worstBoundUse').toBeGreaterThan(0);
+    expect(cov.worstBoundUse, 'worstBoundUse').toBeLessThanOrEqual(1);
+    expect([cov.breaches, cov.livenessFailures], 'breaches, livenessFailures').toEqual([0, 0]);
   });
 
   it('are deterministic for a seed and carry on identically from a snapshot taken anywhere mid-run', () => {

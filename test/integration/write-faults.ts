@@ -17,8 +17,11 @@ export interface Armed {
   fired: boolean;
 }
 
-/** The activities' broker client, firing what `armed(partition)` holds at the write boundary of a write on that partition. */
-export function armFault(real: ClusterClient, armed: (partition: string) => Armed | null): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
+/**
+ * The activities' broker client, firing what `armed(partition, write)` holds at the write boundary of a write on
+ * that partition (a suite arming several writes of one partition picks by `write`).
+ */
+export function armFault(real: ClusterClient, armed: (partition: string, write: GuardedWriteName) => Armed | null): Pick<ClusterClient, 'partition' | 'nodes' | 'write'> {
   const fire = async (a: Armed) => {
     a.fired = true;
     for (const f of a.faults) await real.fault(f);
@@ -28,7 +31,7 @@ export function armFault(real: ClusterClient, armed: (partition: string) => Arme
     partition: (id) => real.partition(id),
     nodes: () => real.nodes(),
     write: async (partition, write, request) => {
-      const current = armed(partition);
+      const current = armed(partition, write);
       const a = current && !current.fired && current.partition === partition && current.write === write ? current : null;
       if (a?.when === 'before') await fire(a);
       const reply = await real.write(partition, write, request);
