@@ -228,7 +228,7 @@ export function lowerBounds(input: PlanInput, cfg: PlannerConfig) {
   };
 }
 
-function runScenario(s: Scenario): Record<string, unknown> {
+export function runScenario(s: Scenario): Record<string, unknown> {
   const cfg = config(s);
   const sim = build(s);
   if (s.rejoin !== undefined) {
@@ -435,7 +435,7 @@ const hotRate = (i: number): number => (i % 17 === 0 ? 100 : 2);
 const mixedSize = (i: number): number => 200 + ((i * 7919) % 200) * 200;
 const mixedRate = (i: number): number => 1 + ((i * 13) % 10);
 
-const SCENARIOS: Scenario[] = [
+export const SCENARIOS: Scenario[] = [
   { name: 'join-1-into-10', nodes: nodes(11), loaded: 10, partitions: 200, size: uniform, rate: flat },
   { name: 'join-3-into-100', nodes: nodes(103), loaded: 100, partitions: 1000, size: uniform, rate: flat, config: { threshold: 0.1 } },
   { name: 'drain-1-of-20', nodes: nodes(20), loaded: 20, partitions: 200, size: uniform, rate: flat, draining: 'n7' },

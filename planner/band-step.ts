@@ -42,13 +42,19 @@ export function balanceBands(tp: TickPlanner): void {
     if (!anyOutside) return;
     const sources: NodeState[] = [];
     const receivers: NodeState[] = [];
+    // Nodes outside a band below their share that only their transfer limit keeps from receiving. A source one of
+    // them holds retained copies of sheds to it once it has a slot: a copy that costs bytes does not go now to a
+    // node inside its bands (at a rejoin, a whole copy where the returning node's retained one would have served).
+    const waiting: NodeState[] = [];
     for (const n of st.nodes) {
       if (!st.stays(n)) continue;
       above[n.index] = meter.beyond(n, -1);
       below[n.index] = meter.beyond(n, 1);
       if (above[n.index]! > 0 && !tp.cooling(n) && !tp.excluded(n)) sources.push(n);
       if (below[n.index]! > 0 && tp.receiverOk(n)) receivers.push(n);
+      else if (below[n.index]! > 0 && exc[n.index]! > 0 && tp.onlyBusy(n)) waiting.push(n);
     }
+    let deferredFor: NodeState | null = null;
     const rs = furthest(receivers, below, exc);
     // A copy's gain is at most what its source loses plus the most excess a receiver has: below the margin, no
     // receiver is weighed (on a large cluster, most copies).
@@ -84,6 +90,13 @@ export function balanceBands(tp: TickPlanner): void {
             continue;
           }
           const bytes = st.bytesTo(p, r.index);
+          if (exc[r.index] === 0 && bytes > 0 && waiting.length > 0) {
+            const w = waiting.find((n) => retainsFrom(tp, s, n));
+            if (w !== undefined) {
+              deferredFor ??= w;
+              continue;
+            }
+          }
           if (best === null || cheaper(bytes, gain, best)) best = { p, s, r, gain, bytes };
         }
       }
@@ -91,7 +104,11 @@ export function balanceBands(tp: TickPlanner): void {
     if (best === null) {
       // Which node and dimension, only once it is the idle reason (`bandsIdleReason`): reporting every band each tick
       // cost a tenth of a plan at scale.
-      const why = tp.held === null ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules' : `no follower move can start: ${tp.held}`;
+      const why = deferredFor
+        ? `the moves left copy bytes to nodes inside their bands: they wait for ${deferredFor.id}, below its band, to have a transfer slot (${deferredFor.inbound} of ${tp.ctx.config.maxTransfersPerNode} in use)`
+        : tp.held === null
+          ? 'no follower move brings it closer within the score band, zone, cooldown and transfer limit rules'
+          : `no follower move can start: ${tp.held}`;
       tp.bandsBlocked = `${why}${tp.pinNote()}`;
       return;
     }
@@ -99,6 +116,12 @@ export function balanceBands(tp: TickPlanner): void {
     const words = (n: NodeState) => dimensionWords(st, bands, n);
     tp.followerMove(p, s, r, `bands: ${s.id} (${words(s)}) sheds to ${r.id} (${words(r)}): their excess outside the bands falls by ${gain.toFixed(3)}`);
   }
+}
+
+/** `w` holds a retained copy of a follower copy on `s` that may move to it: `s` can shed to `w` for less than a whole copy. */
+function retainsFrom(tp: TickPlanner, s: NodeState, w: NodeState): boolean {
+  const st = tp.st;
+  return s.parts.some((p) => st.retainedAt(p)?.has(w.index) === true && st.owner[p] !== s.index && tp.partFree(p) && tp.canReceive(p, w, s));
 }
 
 /**

@@ -201,6 +201,11 @@ export class TickPlanner {
     return n.live && !n.draining && !n.suspended && !this.excluded(n) && n.inbound < this.ctx.config.maxTransfersPerNode;
   }
 
+  /** `n` could receive but for its transfer limit: every slot is taken. */
+  onlyBusy(n: NodeState): boolean {
+    return n.live && !n.draining && !n.suspended && !this.excluded(n) && n.inbound >= this.ctx.config.maxTransfersPerNode;
+  }
+
   /** A copy of p may go from `from` to `to`: not there already, not back, and no zone gets more copies than before. */
   canReceive(p: number, to: NodeState, from: NodeState): boolean {
     const st = this.st;
