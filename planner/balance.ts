@@ -215,7 +215,10 @@ export function balanceOwners(tp: TickPlanner): void {
           }
           // The total first: a node above the band sheds its owner roles past the receivers' owned band, as they are
           // what is left to shed where its copies cannot go (a zone's one node holds a copy of every partition).
-          if (!tp.improves(imp) || (!byTotal && !tp.meter.roleKeeps(p, s, d))) continue;
+          // A receiver below its owned band that comes closer, no node taken further outside a band, needs no margin:
+          // nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02).
+          const fills = b < 0 && Math.abs(bAfter) < Math.abs(b) && tp.meter.ownsTooFew(d) && tp.meter.roleKeeps(p, s, d);
+          if ((!tp.improves(imp) && !fills) || (!byTotal && !tp.meter.roleKeeps(p, s, d))) continue;
           if (pinned) {
             tp.pinHit ??= p;
             continue;

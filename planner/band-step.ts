@@ -78,9 +78,10 @@ export function balanceBands(tp: TickPlanner): void {
           if (r.index === s.index) continue;
           const receiverAfter = meter.copyExcess(r, p, 1);
           const gain = lose + exc[r.index]! - receiverAfter;
-          // The margin, or a move that leaves both nodes inside every band: a node a hair outside is brought in,
-          // and nothing can trade it back, as that would take one of them out again.
-          const clears = gain > 0 && sourceAfter === 0 && receiverAfter === 0;
+          // The margin, or a move that takes neither node further outside any band: the excess outside the bands
+          // only falls, so nothing can trade it back (that would raise it again) and no margin is needed. A node a
+          // hair outside is brought in, and an empty one fills whatever the margin (0.1 once moved nothing).
+          const clears = gain > 0 && sourceAfter <= exc[s.index]! && receiverAfter <= exc[r.index]!;
           if ((gain < minImprovement && !clears) || (exc[s.index] === 0 && exc[r.index] === 0)) continue;
           const dr = tp.dev(r);
           if (Math.abs(dr + st.copyDelta(p, r, false, 1)) > Math.max(t, Math.abs(dr)) || !tp.keepsBands(p, s, r) || !tp.canReceive(p, r, s)) continue;

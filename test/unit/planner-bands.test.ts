@@ -88,3 +88,15 @@ describe('a node returning with retained copies', () => {
     expect(Object.values(r.bands).every((b) => b.inside)).toBe(true);
   });
 });
+
+describe('the margin (minImprovement) never keeps a node outside a band that a move brings closer', () => {
+  it.each([0.02, 0.05, 0.1])('at %s a join and mixed capacities end with every node inside every band', (minImprovement) => {
+    // A move or handoff that takes no node further outside a band lowers the excess outside them, so nothing trades
+    // it back: at 0.02 the joining node owned nothing (no handoff cleared the margin), at 0.1 it received nothing.
+    for (const name of ['join-1-into-10', 'mixed-capacities']) {
+      const s = SCENARIOS.find((x) => x.name === name)!;
+      const r = runScenario({ ...s, config: { ...s.config, minImprovement } }) as { bands: Record<string, { inside: boolean; node: string; deviation: number }> };
+      expect(Object.entries(r.bands).filter(([, b]) => !b.inside), name).toEqual([]);
+    }
+  });
+});
