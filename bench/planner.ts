@@ -43,6 +43,8 @@ interface Scenario {
   draining?: string;
   /** Drain this node first and bring it back: it rejoins holding retained copies. */
   rejoin?: string;
+  /** How long the drained node stays away before it rejoins: publishes move the tails on past its retained copies. */
+  awayMs?: number;
   config?: Partial<PlannerConfig>;
 }
 
@@ -234,6 +236,7 @@ export function runScenario(s: Scenario): Record<string, unknown> {
   if (s.rejoin !== undefined) {
     sim.setDraining(s.rejoin, true, 'bench: leave retained copies');
     drive(sim, cfg, []);
+    if (s.awayMs !== undefined) sim.advance(s.awayMs);
     sim.setDraining(s.rejoin, false, 'bench: rejoin');
   }
   const draining = s.draining === undefined ? [] : [s.draining];
@@ -444,6 +447,9 @@ export const SCENARIOS: Scenario[] = [
   { name: 'zones', nodes: nodes(12, 1, 1, 3), loaded: 9, partitions: 180, size: uniform, rate: flat },
   { name: 'join-2-into-6-mixed-sizes', nodes: nodes(8), loaded: 6, partitions: 360, size: mixedSize, rate: mixedRate },
   { name: 'rejoin-with-retained-copies', nodes: nodes(10), loaded: 10, partitions: 200, size: uniform, rate: flat, rejoin: 'n10' },
+  // Issue #18 item 3: a node returning with retained copies of half the partitions, each at 95% of its tail (six
+  // nodes of three copies each hold half; away 50 s, 100 of 2,000 messages are published past them).
+  { name: 'rejoin-half-at-95-percent', nodes: nodes(6), loaded: 6, partitions: 200, size: uniform, rate: flat, rejoin: 'n6', awayMs: 50_000 },
 ];
 
 export async function run(args: string[]): Promise<void> {
