@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { outcomeOf } from '../operations/moves';
 import type { ClusterClient } from '../cluster/client';
+import type { Topology } from '../cluster/contract';
 import { planToConvergence, predictMs } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
@@ -139,8 +140,41 @@ async function closedSince(client: Client, taskQueue: string, since: number): Pr
   return closed;
 }
 
+/** How long a snapshot's topology serves the plan of the same tick. */
+const SAME_TICK_MS = 5_000;
+
+/** The workflow run a local activity runs for, or null outside one (a test calling it directly). */
+function currentRun(): string | null {
+  try {
+    return Context.current().info.workflowExecution?.runId ?? null;
+  } catch {
+    return null;
+  }
+}
+
 export function createRebalancerActivities(deps: RebalancerDeps) {
   const log = deps.logger?.child({ component: 'rebalancer' });
+  /**
+   * The topology each run's last snapshot read, which that run's plan of the same tick takes instead of reading the
+   * broker again: one read a tick (a 60 MB body at 100,000 partitions), and the plan judged on the view its moves in
+   * flight were counted on (a recovery that opened between two reads showed in the plan but not in the snapshot).
+   * Both are local activities, so they run in this worker; a plan elsewhere, or later, reads afresh.
+   */
+  const lastSeen = new Map<string, { topology: Topology; at: number }>();
+  const remember = (topology: Topology): void => {
+    const run = currentRun();
+    if (run === null) return;
+    lastSeen.set(run, { topology, at: Date.now() });
+    setTimeout(() => {
+      if (lastSeen.get(run)?.topology === topology) lastSeen.delete(run);
+    }, SAME_TICK_MS).unref();
+  };
+  const topologyOfThisTick = async (): Promise<Topology> => {
+    const run = currentRun();
+    const seen = run === null ? undefined : lastSeen.get(run);
+    if (run !== null) lastSeen.delete(run);
+    return seen !== undefined && Date.now() - seen.at <= SAME_TICK_MS ? seen.topology : deps.cluster.topology();
+  };
   return {
     /**
      * Every move in flight as the planner counts it, which tracked moves ended, what blocks planning and, from
@@ -153,6 +187,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         Promise.all(tracked.map((m) => endOf(deps.client, m))),
         closedAfter === undefined ? undefined : closedSince(deps.client, Context.current().info.taskQueue, closedAfter),
       ]);
+      remember(topology);
       const ended = ends.filter((e): e is EndedMove => e !== null);
       const endedRuns = new Set(ended.map((e) => e.runId));
       return {
@@ -173,11 +208,11 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
     },
 
     /**
-     * The planner on a fresh topology (its own recovery pause and cooldowns included), leaving alone what another
-     * drain holds: the loop plans the rest of the cluster while a drain runs.
+     * The planner on the topology of this tick's snapshot (its own recovery pause and cooldowns included), leaving
+     * alone what another drain holds: the loop plans the rest of the cluster while a drain runs.
      */
     async planMoves(request: PlanRequest, config: PlannerConfig): Promise<DrainPlan> {
-      const topology = await deps.cluster.topology();
+      const topology = await topologyOfThisTick();
       // A loop or drain started before a setting existed carries settings without it: the default fills it in.
       const plan = deps.plan(planInputFor(topology, request), { ...DEFAULT_PLANNER_CONFIG, ...config });
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');

@@ -5,7 +5,8 @@
  * joined around it.
  */
 import type { Client } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { ClusterClient } from '../../cluster/client';
 import { MoveRefused } from '../../operations/moves';
 import { createRebalancerActivities } from '../../activities/rebalancer';
 import { drainOutcome, drainStatus, rebalancerStatus, setPaused, startDrain } from '../../operations/rebalancer';
@@ -291,5 +292,22 @@ describe('rebalancer loop', () => {
     expect(after.startedByOp?.follower_move).toBeGreaterThan(0);
     // The run that carried the move across continue-as-new replays under the current code, and is kept.
     await replayAndKeep(client, w.rebalancerWorkflowId!, 'rebalancer-move-carried-across-continue-as-new', run);
+  });
+  it('reads the broker\'s topology once a tick: the plan takes what the tick\'s snapshot read', async () => {
+    // The worker runs in this process: every topology read of the loop's activities passes here. Nothing else reads
+    // it meanwhile (the relay reads the event feed, moves read their partition).
+    const reads = vi.spyOn(ClusterClient.prototype, 'topology');
+    try {
+      const from = (await status()).ticks;
+      const seen = reads.mock.calls.length;
+      const s = await eventually('six more ticks', async () => {
+        const now = await status();
+        return now.ticks >= from + 6 && !now.paused ? now : undefined;
+      });
+      // A tick that starts nothing still snapshots and plans: twice the ticks, before the plan took the snapshot's.
+      expect(reads.mock.calls.length - seen).toBeLessThanOrEqual(s.ticks - from + 1);
+    } finally {
+      reads.mockRestore();
+    }
   });
 });
