@@ -318,12 +318,17 @@ export class TickPlanner {
     if (best !== null && near < best.near - NEAR_TOLERANCE) return best;
     const imp = Math.max(ds, Math.abs(dr)) - Math.max(Math.abs(dS), Math.abs(dr + this.st.copyDelta(p, r, false, 1)));
     if (!this.improves(imp) || !this.keepsBands(p, s, r)) return best;
+    // A source that would fall below its replica share while another node stays above its replica band keeps its
+    // copy: the receiver takes that node's instead (a node scoring high on traffic and disk gave its cold copies and
+    // then took copies back from the nodes left above); a retained copy on the receiver, which costs only what it
+    // lacks, still goes.
+    const bytes = this.st.bytesTo(p, r.index);
+    if (bytes >= this.st.bytes[p]! && this.meter.replicasNeededElsewhere(s)) return best;
     const cooled = this.stepCooldown(p, s, r);
     if (cooled !== null) {
       this.hold(cooled);
       return best;
     }
-    const bytes = this.st.bytesTo(p, r.index);
     return best === null || this.wins(imp, bytes, near, s, best) ? { p, s, r, imp, bytes, near } : best;
   }
 
