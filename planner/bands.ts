@@ -170,10 +170,14 @@ export class BandMeter {
     );
   }
 
-  /** A copy leaving s takes it below its replica share while another node that stays is above its replica band. */
-  replicasNeededElsewhere(s: NodeState): boolean {
-    if (s.owned + s.followed - 1 >= this.share[REPLICAS]! * s.cap) return false;
-    return this.st.nodes.some((n) => n !== s && this.st.stays(n) && n.owned + n.followed > this.share[REPLICAS]! * n.cap && this.excess(n, REPLICAS, n.owned + n.followed) > 0);
+  /** A copy leaving s takes it below its replica share. */
+  belowReplicaShareWithout(s: NodeState): boolean {
+    return s.owned + s.followed - 1 < this.share[REPLICAS]! * s.cap;
+  }
+
+  /** Some node that stays holds more copies than its replica band allows. */
+  anyAboveReplicaBand(): boolean {
+    return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed > this.share[REPLICAS]! * n.cap && this.excess(n, REPLICAS, n.owned + n.followed) > 0);
   }
 
   /** Node n owns fewer partitions than its owned band allows. */

@@ -108,6 +108,7 @@ export class TickPlanner {
 
   /** Recomputes the deviations of the nodes a proposal touched: nothing else changes, and the mean is fixed. */
   refresh(...nodes: NodeState[]): void {
+    this.aboveReplicaBand = null;
     for (const n of nodes) {
       this.meter.note(n);
       const d = this.st.steady(n) - this.st.mean;
@@ -176,6 +177,13 @@ export class TickPlanner {
     const back = this.coolLeft.get(p)?.get(to.index);
     if (back !== undefined) return `${this.st.id(p)} does not go back to ${to.id}, which it just left, ${until(back)} (partition cooldown)`;
     return null;
+  }
+
+  /** Some node above its replica band, as of the last proposal (known once asked). */
+  private aboveReplicaBand: boolean | null = null;
+
+  replicasAboveBand(): boolean {
+    return (this.aboveReplicaBand ??= this.meter.anyAboveReplicaBand());
   }
 
   /** The band guard of a follower copy of p moving from s to r (see `keepsBands`). */
@@ -323,7 +331,7 @@ export class TickPlanner {
     // then took copies back from the nodes left above); a retained copy on the receiver, which costs only what it
     // lacks, still goes.
     const bytes = this.st.bytesTo(p, r.index);
-    if (bytes >= this.st.bytes[p]! && this.meter.replicasNeededElsewhere(s)) return best;
+    if (bytes >= this.st.bytes[p]! && this.meter.belowReplicaShareWithout(s) && this.replicasAboveBand()) return best;
     const cooled = this.stepCooldown(p, s, r);
     if (cooled !== null) {
       this.hold(cooled);
