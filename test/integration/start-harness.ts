@@ -33,11 +33,17 @@ export function launch(env: NodeJS.ProcessEnv, via: 'node' | 'npm'): { child: Ch
 
 export async function start(env: NodeJS.ProcessEnv, via: 'node' | 'npm' = 'node'): Promise<{ child: ChildProcess; output: () => string }> {
   const run = launch(env, via);
-  await waitFor(() => run.output().includes('live rebalancer is running'), 180_000, () => {
-    if (run.child.exitCode !== null) throw new Error(`npm start exited with ${run.child.exitCode}: ${run.output().slice(-2000)}`);
-    return `npm start did not come up: ${run.output().slice(-2000)}`;
-  });
+  const exited = () => run.child.exitCode !== null || run.child.signalCode !== null;
+  // A start that fails exits: said at once, with its error lines, rather than at the deadline.
+  await waitFor(() => run.output().includes('live rebalancer is running') || exited(), 180_000, () => `npm start did not come up: ${run.output().slice(-2000)}`);
+  if (!run.output().includes('live rebalancer is running')) throw new Error(`npm start exited with ${run.child.exitCode ?? run.child.signalCode}: ${errorsAndTail(run.output())}`);
   return run;
+}
+
+/** What a failed start said: its error lines (pino level 50 and up, where the cause is), then the end of its output. */
+function errorsAndTail(out: string): string {
+  const errors = out.split('\n').filter((l) => /"level":(5|6)\d/.test(l));
+  return `${errors.join('\n')}\n...\n${out.slice(-2000)}`;
 }
 
 export async function waitFor(done: () => boolean, ms: number, failure: () => string): Promise<void> {
