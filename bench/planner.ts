@@ -249,6 +249,25 @@ export function runScenario(s: Scenario): Record<string, unknown> {
   const devs = live.map((n) => Math.abs(n.total - end.mean));
   const moves = run.steps.filter((x) => x.op === 'follower_move');
   const bytes = moves.reduce((a, x) => a + x.bytes, 0);
+  // The same copies priced as the bounds price them, at the plan's start: publishes keep growing the partitions
+  // while the plan runs (the mixed sizes by 18% over its 11 minutes), whichever copies a plan picks. A copy that
+  // cost less when it was copied (its node had left it earlier in the plan and retained it) counts at that.
+  const st0 = new ClusterState(input, cfg, new Set(draining));
+  const partAt = new Map(input.topology.partitions.map((p, i) => [p.id, i]));
+  const bytesAtStart = moves.reduce((a, x) => a + Math.min(x.bytes, st0.bytesTo(partAt.get(x.partition)!, st0.nodeIndex.get(x.to)!)), 0);
+  const ratio = (x: number, bound: number): number | null => (bound > 0 ? round(x / bound) : null);
+  const ratios = {
+    moves: ratio(moves.length, lb.moves),
+    bytes: ratio(bytesAtStart, lb.bytes),
+    bytesAsCopied: ratio(bytes, lb.bytes),
+    converge: ratio(run.convergeMs, lb.bandwidthMs),
+    movesAtBytesTarget: ratio(moves.length, lb.movesAtBytesTarget),
+    bytesAtMovesTarget: ratio(bytesAtStart, lb.bytesAtMovesTarget),
+  };
+  // Near the fewest moves and near the fewest bytes any plan of that many moves copies, or the mirror: where sizes
+  // are skewed no plan is near both separate bounds (docs/benchmarks.md, "Joint bounds").
+  const near = (r: number | null): boolean => r === null || r <= TARGETS.movesRatio + 1e-9;
+  const withinTarget = (near(ratios.moves) && near(ratios.bytesAtMovesTarget)) || (near(ratios.bytes) && near(ratios.movesAtBytesTarget));
   const leftOnDrained = s.draining === undefined ? 0 : sim.topology().partitions.filter((p) => [p.owner, ...p.followers].includes(s.draining!)).length;
   return {
     scenario: s.name,
@@ -257,6 +276,7 @@ export function runScenario(s: Scenario): Record<string, unknown> {
     replicaMoves: moves.length,
     ownerHandoffs: run.steps.length - moves.length,
     bytesMoved: bytes,
+    bytesAtStart,
     convergeMs: run.convergeMs,
     converged: run.converged,
     maxDeviation: round(Math.max(...devs)),
@@ -271,12 +291,8 @@ export function runScenario(s: Scenario): Record<string, unknown> {
     // most 1 when the bandwidth bound's rate is the rate a node really gets.
     fastestReceive: round(run.fastestReceive),
     lowerBound: lb,
-    ratios: {
-      moves: lb.moves > 0 ? round(moves.length / lb.moves) : null,
-      bytes: lb.bytes > 0 ? round(bytes / lb.bytes) : null,
-      converge: lb.bandwidthMs > 0 ? round(run.convergeMs / lb.bandwidthMs) : null,
-      movesAtBytesTarget: lb.movesAtBytesTarget > 0 ? round(moves.length / lb.movesAtBytesTarget) : null,
-    },
+    ratios,
+    withinTarget,
     targets: { ...TARGETS, outsideThreshold: 0, peakTransfersPerNode: cfg.maxTransfersPerNode, threshold: cfg.threshold },
     baselines: { roundRobin: baselineFigures(input, cfg, roundRobin(input)), greedyCount: baselineFigures(input, cfg, greedyCount(input)) },
   };

@@ -61,7 +61,7 @@ export function balanceFollowers(tp: TickPlanner): void {
     const sources = smallest(above, tp.devs, -1, SOURCES_PER_PROPOSAL);
     const receivers = smallest(allReceivers, tp.recvDevs, 1, SOURCES_PER_PROPOSAL);
     const over = sources.length > 0 && tp.dev(sources[0]!) > t;
-    if (sources.length === 0 || receivers.length === 0 || !tp.outsideBand(tp.dev(sources[0]!), tp.copyRecvDev(receivers[0]!))) {
+    if (sources.length === 0 || receivers.length === 0 || !tp.outsideBand(Math.max(...sources.map((n) => tp.copySrcDev(n))), tp.copyRecvDev(receivers[0]!))) {
       tp.noteOutsideBand();
       return;
     }

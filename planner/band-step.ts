@@ -14,7 +14,12 @@ interface BandCandidate {
   r: NodeState;
   gain: number;
   bytes: number;
+  /** `BandMeter.bandFit`, 0 at best. */
+  near: number;
 }
+
+/** Copies whose band fit differs by less than this are ranked by bytes per unit of excess removed. */
+const NEAR_TOLERANCE = 0.01;
 
 /**
  * The band step, after the score's own moves: follower moves that bring nodes into their bands in replicas, disk
@@ -98,7 +103,8 @@ export function balanceBands(tp: TickPlanner): void {
               continue;
             }
           }
-          if (best === null || cheaper(bytes, gain, best)) best = { p, s, r, gain, bytes };
+          const near = meter.bandFit(p, s, r);
+          if (best === null || near > best.near + NEAR_TOLERANCE || (near >= best.near - NEAR_TOLERANCE && cheaper(bytes, gain, best))) best = { p, s, r, gain, bytes, near };
         }
       }
     }

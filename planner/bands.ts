@@ -93,6 +93,9 @@ export class BandMeter {
    */
   private readonly lack: Float64Array;
   private readonly surplus: Float64Array;
+  /** The same to the nearer edge of each band rather than the share: the copy the band step should move. */
+  private readonly bandLack: Float64Array;
+  private readonly bandSurplus: Float64Array;
   /** The average copy's bytes and publishes: the unit a copy's misfit is measured in. */
   private readonly avgBytes: number;
   private readonly avgPub: number;
@@ -105,6 +108,8 @@ export class BandMeter {
     this.avgBytes = st.perCap.replicas > 0 ? st.perCap.disk / st.perCap.replicas : 0;
     this.avgPub = st.perCap.replicas > 0 ? st.perCap.publishes / st.perCap.replicas : 0;
     this.surplus = new Float64Array(2 * st.nodes.length);
+    this.bandLack = new Float64Array(2 * st.nodes.length);
+    this.bandSurplus = new Float64Array(2 * st.nodes.length);
     ALL.forEach((d, i) => {
       this.share[i] = st.perCap[d];
       this.frac[i] = setting(bands, d);
@@ -175,6 +180,17 @@ export class BandMeter {
     return s.owned + s.followed - 1 < this.share[REPLICAS]! * s.cap;
   }
 
+  /** A copy leaving s takes it further below its replica band. */
+  belowReplicaBandWithout(s: NodeState): boolean {
+    const load = s.owned + s.followed;
+    return this.excess(s, REPLICAS, load - 1) > this.excess(s, REPLICAS, load);
+  }
+
+  /** Some node that stays could give a copy and still hold its replica share. */
+  anyAboveReplicaShare(): boolean {
+    return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed - 1 >= this.share[REPLICAS]! * n.cap);
+  }
+
   /** Some node that stays holds more copies than its replica band allows. */
   anyAboveReplicaBand(): boolean {
     return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed > this.share[REPLICAS]! * n.cap && this.excess(n, REPLICAS, n.owned + n.followed) > 0);
@@ -204,6 +220,17 @@ export class BandMeter {
     return -(this.misfit(p, r.index, this.lack) + this.misfit(p, s.index, this.surplus));
   }
 
+  /**
+   * `copyFit` against the bands' edges: each node's gap to the edge of its bands in bytes and publishes, spread over
+   * the copies it lacks to its replica band's edge (at least one), is the copy it should move. A node short of
+   * copies and of bytes so takes copies that bring both to their edges together, where the fewest bytes per unit of
+   * excess first would take the smallest copies up to the count and then the largest to make up the bytes.
+   */
+  bandFit(p: number, s: NodeState, r: NodeState): number {
+    if (this.st.retainedAt(p)?.has(r.index)) return 0;
+    return -(this.misfit(p, r.index, this.bandLack) + this.misfit(p, s.index, this.bandSurplus));
+  }
+
   /** The best fit a copy of p leaving s can have, whatever node takes it: the search skips copies that cannot win. */
   sourceFit(p: number, s: NodeState): number {
     return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.surplus) : 0;
@@ -212,14 +239,16 @@ export class BandMeter {
   /** Node n changed: the copies it should take and give, from its gaps to its shares spread over the copies (at least one). */
   note(n: NodeState): void {
     // Plain calls, no loop over small arrays or closures: this runs for both nodes of every proposal.
-    this.noteSide(n, this.lack, 1);
-    this.noteSide(n, this.surplus, -1);
+    this.noteSide(n, this.lack, 1, false);
+    this.noteSide(n, this.surplus, -1, false);
+    this.noteSide(n, this.bandLack, 1, true);
+    this.noteSide(n, this.bandSurplus, -1, true);
   }
 
-  private noteSide(n: NodeState, out: Float64Array, sign: 1 | -1): void {
-    const copies = Math.max(1, this.gap(n, REPLICAS, n.owned + n.followed, sign));
-    out[2 * n.index] = this.gap(n, DISK, n.bytes, sign) / copies;
-    out[2 * n.index + 1] = this.gap(n, PUBLISHES, n.traffic - n.deliveries, sign) / copies;
+  private noteSide(n: NodeState, out: Float64Array, sign: 1 | -1, edge: boolean): void {
+    const copies = Math.max(1, this.gap(n, REPLICAS, n.owned + n.followed, sign, edge));
+    out[2 * n.index] = this.gap(n, DISK, n.bytes, sign, edge) / copies;
+    out[2 * n.index + 1] = this.gap(n, PUBLISHES, n.traffic - n.deliveries, sign, edge) / copies;
   }
 
   /** Summed over the dimensions a copy moves, how far node n is below (sign 1) or above (-1) its shares, in shares. */
@@ -232,9 +261,14 @@ export class BandMeter {
     return sum;
   }
 
-  /** The gap of node n to its share in dimension i, on the side `sign` (1: what it lacks, -1: what it has too much). */
-  private gap(n: NodeState, i: number, load: number, sign: 1 | -1): number {
-    return Math.max(0, sign * (this.share[i]! * n.cap - load));
+  /**
+   * The gap of node n to its share in dimension i (or to its band's edge on that side, `edge`), on the side `sign`
+   * (1: what it lacks, -1: what it has too much).
+   */
+  private gap(n: NodeState, i: number, load: number, sign: 1 | -1, edge = false): number {
+    const share = this.share[i]! * n.cap;
+    const half = edge ? Math.max(this.frac[i]! * share, this.floor[i]!) : 0;
+    return Math.max(0, sign * (share - sign * half - load));
   }
 
   /** See `copyFit`: how far p's copy is from the copy node n should move, in average copies, squared. */

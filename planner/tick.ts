@@ -109,6 +109,7 @@ export class TickPlanner {
   /** Recomputes the deviations of the nodes a proposal touched: nothing else changes, and the mean is fixed. */
   refresh(...nodes: NodeState[]): void {
     this.aboveReplicaBand = null;
+    this.aboveReplicaShare = null;
     for (const n of nodes) {
       this.meter.note(n);
       const d = this.st.steady(n) - this.st.mean;
@@ -179,11 +180,16 @@ export class TickPlanner {
     return null;
   }
 
-  /** Some node above its replica band, as of the last proposal (known once asked). */
+  /** Some node above its replica band, and some node that can give a copy and stay at its share, as of the last proposal (known once asked). */
   private aboveReplicaBand: boolean | null = null;
+  private aboveReplicaShare: boolean | null = null;
 
   replicasAboveBand(): boolean {
     return (this.aboveReplicaBand ??= this.meter.anyAboveReplicaBand());
+  }
+
+  replicasAboveShare(): boolean {
+    return (this.aboveReplicaShare ??= this.meter.anyAboveReplicaShare());
   }
 
   /** The band guard of a follower copy of p moving from s to r (see `keepsBands`). */
@@ -290,6 +296,16 @@ export class TickPlanner {
     return this.recvDev(n) + Math.max(0, this.st.ownerGap(n));
   }
 
+  /**
+   * `dev` as the follower-move step judges a source: counting the owner roles it holds beyond its share as if the
+   * handoffs after the follower moves had taken them (`ownerGap`, never above 0). A node that still owns every
+   * partition it owned before a join scores high on owner roles, and copies it gives to make that up would take it
+   * below its replica band.
+   */
+  copySrcDev(n: NodeState): number {
+    return this.dev(n) + Math.min(0, this.st.ownerGap(n));
+  }
+
   followerMove(p: number, from: NodeState, to: NodeState, reason: string): void {
     const bytes = this.st.bytesTo(p, to.index);
     this.st.followerMove(p, from.index, to.index);
@@ -320,7 +336,7 @@ export class TickPlanner {
   /** The better of `best` and moving p from s (deviation ds, dS after) to r. */
   better(best: Candidate | null, p: number, s: NodeState, r: NodeState, ds: number, dS: number): Candidate | null {
     const dr = this.dev(r);
-    if (!this.outsideBand(ds, this.copyRecvDev(r))) return best;
+    if (!this.outsideBand(this.copySrcDev(s), this.copyRecvDev(r))) return best;
     // The fit first: it is cheap, and a copy that fits worse than the best so far loses before the costlier checks.
     const near = this.meter.copyFit(p, s, r);
     if (best !== null && near < best.near - NEAR_TOLERANCE) return best;
@@ -329,9 +345,12 @@ export class TickPlanner {
     // A source that would fall below its replica share while another node stays above its replica band keeps its
     // copy: the receiver takes that node's instead (a node scoring high on traffic and disk gave its cold copies and
     // then took copies back from the nodes left above); a retained copy on the receiver, which costs only what it
-    // lacks, still goes.
+    // lacks, still goes. Nor does a source give a copy that takes it below its replica band while another node could
+    // give one and stay at its share (the same node, once every node was inside its replica band, gave on and took
+    // retained copies back).
     const bytes = this.st.bytesTo(p, r.index);
     if (bytes >= this.st.bytes[p]! && this.meter.belowReplicaShareWithout(s) && this.replicasAboveBand()) return best;
+    if (bytes >= this.st.bytes[p]! && this.meter.belowReplicaBandWithout(s) && this.replicasAboveShare()) return best;
     const cooled = this.stepCooldown(p, s, r);
     if (cooled !== null) {
       this.hold(cooled);

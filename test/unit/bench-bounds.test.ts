@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, nodeMoves, type NodeNeed, type NodeNeeds } from '../../bench/bounds';
+import { fewestBytes, fewestBytesWithinMoves, fewestMoves, fewestMovesWithinBytes, nodeMoves, wholeCopies, type NodeNeed, type NodeNeeds } from '../../bench/bounds';
 
 const RUNS = 300;
 
@@ -154,5 +154,56 @@ describe('bench lower bounds', () => {
     expect(fewestBytes([replicas])).toBeCloseTo(20, 6);
     expect(fewestBytes([replicas, disk])).toBeGreaterThanOrEqual(100 - 1e-6);
     expect(fewestBytes([replicas, disk])).toBeLessThanOrEqual(Math.min(...plansOf([replicas, disk]).values()));
+  });
+
+  it('whole copies of few sizes: a node short of 20 copies and 90 bytes among copies of 40 and of 2 takes 2 large ones at 20 moves, 1 at 26', () => {
+    // The planner's hot partitions in small: the fractional bound prices part of a large copy at 20 moves.
+    const sizes = [...Array.from({ length: 5 }, () => 40), ...Array.from({ length: 30 }, () => 2)];
+    const replicas: NodeNeed = { need: 20, copies: sizes.map((b) => ({ delta: 1, bytes: b })) };
+    const disk: NodeNeed = { need: 90, copies: sizes.map((b) => ({ delta: b, bytes: b })) };
+    expect(fewestBytesWithinMoves([[replicas, disk]], 20)).toBeCloseTo(116, 6);
+    expect(fewestBytes([replicas, disk])).toBeCloseTo(90, 6);
+    const whole = wholeCopies([replicas, disk], 26)!;
+    expect([whole[19], whole[20], whole[25], whole[26]]).toEqual([Infinity, 116, 116, 90]);
+  });
+
+  it('the whole-copy search is never above the cheapest whole plan of at most k copies, for every k (a count and disk bytes, some copies retained)', () => {
+    // As the planner's nodes: every copy adds one replica and its bytes on disk, and costs its bytes or, where the
+    // node retained it, less.
+    const countAndDisk = fc
+      .record({
+        copies: fc.array(fc.record({ size: fc.integer({ min: 1, max: 60 }), retained: fc.integer({ min: 0, max: 3 }) }), { minLength: 1, maxLength: 9 }),
+        count: fc.integer({ min: 0, max: 100 }),
+        disk: fc.integer({ min: 1, max: 100 }),
+      })
+      .map(({ copies, count, disk }): NodeNeeds => {
+        const priced = copies.map((c) => ({ size: c.size, bytes: c.retained === 0 ? c.size / 4 : c.size }));
+        const total = priced.reduce((a, c) => a + c.size, 0);
+        const bytes: NodeNeed = { need: (total * disk) / 100, copies: priced.map((c) => ({ delta: c.size, bytes: c.bytes })) };
+        const replicas: NodeNeed = { need: Math.floor((priced.length * count) / 100), copies: priced.map((c) => ({ delta: 1, bytes: c.bytes })) };
+        return replicas.need > 0 ? [replicas, bytes] : [bytes];
+      });
+    // Brute force: per count, the fewest bytes of a set of that size meeting every need, then at most k.
+    const atMost = (n: NodeNeeds): number[] => {
+      const plans = plansOf(n);
+      const out: number[] = [];
+      let best = Infinity;
+      for (let k = 0; k <= n[0]!.copies.length; k++) out.push((best = Math.min(best, plans.get(k) ?? Infinity)));
+      return out;
+    };
+    const holds = (bound: (n: NodeNeeds) => ArrayLike<number>) =>
+      !fc.check(
+        fc.property(countAndDisk, (n) => {
+          const exactly = atMost(n);
+          const got = bound(n);
+          return exactly.every((b, k) => got[k]! <= b * (1 + 1e-9) + 1e-9);
+        }),
+        { numRuns: RUNS, seed: 11 },
+      ).failed;
+    expect(holds((n) => wholeCopies(n, n[0]!.copies.length)!)).toBe(true);
+    // The property can fail: a byte above the cheapest plan at every k is refused.
+    expect(holds((n) => atMost(n).map((b, k) => (k === 0 ? b : b + 1)))).toBe(false);
+    // And the node's bound, the larger of this and the fractional one, stays below the cheapest plan.
+    expect(!fc.check(fc.property(countAndDisk, (n) => fewestBytes(n) <= Math.min(...atMost(n)) * (1 + 1e-9) + 1e-9), { numRuns: RUNS, seed: 11 }).failed).toBe(true);
   });
 });
