@@ -74,6 +74,8 @@ export function balanceBands(tp: TickPlanner): void {
           tp.notePinned(p);
           continue;
         }
+        // A copy that fits the source worse than the best so far fits no pair better (`bandSourceFit`).
+        if (best !== null && meter.bandSourceFit(p, s) < best.near - NEAR_TOLERANCE) continue;
         const dS = ds + st.copyDelta(p, s, false, -1);
         if (Math.abs(dS) > Math.max(t, Math.abs(ds))) continue;
         const lose = exc[s.index]! - meter.copyExcess(s, p, -1);

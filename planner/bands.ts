@@ -231,6 +231,11 @@ export class BandMeter {
     return -(this.misfit(p, r.index, this.bandLack) + this.misfit(p, s.index, this.bandSurplus));
   }
 
+  /** The best band fit a copy of p leaving s can have, whatever node takes it: the band step skips copies that cannot win. */
+  bandSourceFit(p: number, s: NodeState): number {
+    return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.bandSurplus) : 0;
+  }
+
   /** The best fit a copy of p leaving s can have, whatever node takes it: the search skips copies that cannot win. */
   sourceFit(p: number, s: NodeState): number {
     return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.surplus) : 0;
