@@ -191,7 +191,7 @@ describe('rebalancer loop in propose mode', () => {
     expect(JSON.parse(used.out)).toMatchObject({
       ok: false,
       code: 'plan_used',
-      message: expect.stringMatching(new RegExp(`^plan ${plan.id} was already approved at \\S+ by alice \\(reviewed in the change meeting\\): ${approval.accepted.length} step\\(s\\) accepted, 1 refused as stale`)),
+      message: expect.stringMatching(new RegExp(`^plan ${plan.id} was already approved at \\S+ by alice \\(reviewed in the change meeting\\): ${approval.accepted.length} step\\(s\\) accepted, ${approval.stale.length} refused as stale`)),
     });
     const unknown = await cli('approve', 'p-00000000', '--reason', 'typo', '--json');
     expect(unknown.code).toBe(1);
