@@ -92,3 +92,26 @@ describe('the series the alerts read', () => {
     expect(value(await metrics.scrape(deps, async () => []), 'rebalancer_loop_ticks_total')).toBe(6);
   });
 });
+
+describe('the series count at size (issue 20)', () => {
+  it('at 1,000 nodes, 100,000 partitions and 1,000 moves: two series per node, two per move in progress, none per partition at rest', async () => {
+    const nodes = Array.from({ length: 1000 }, (_, i) => `n${i}`);
+    const partitions = Array.from({ length: 100_000 }, (_, i) => ({ id: `q-${i}`, pendingRecovery: null }));
+    const deps = {
+      ...sources(() => running),
+      topology: async () => ({ nodes: nodes.map((id) => ({ id })), partitions }),
+      syncBudget: async () => ({ nodes: nodes.map((node) => ({ node, inUse: 1, limit: 2 })) }),
+    } as AdminDeps;
+    const moves = Array.from({ length: 1000 }, (_, i) => ({ ...move(i % 2 === 0 ? 'stalled' : null), partition: `q-${i}` }));
+    const text = await createMetrics().scrape(deps, async () => moves);
+    const series = text.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
+    const named = (prefix: string) => series.filter((l) => l.startsWith(prefix)).length;
+    expect(named('rebalancer_sync_budget_')).toBe(2 * nodes.length);
+    expect(named('rebalancer_move_remaining_bytes{') + named('rebalancer_move_blocked_seconds{')).toBe(2 * moves.length);
+    // Everything else is a fixed set: kinds, phases, invariants, codes.
+    const fixed = series.length - 2 * nodes.length - 2 * moves.length;
+    expect(fixed).toBeLessThan(40);
+    // A partition at rest has no series: only those with a move in progress are named.
+    expect(series.some((l) => l.includes('partition="q-1000"'))).toBe(false);
+  });
+});
