@@ -15,6 +15,10 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     about: 'planner + move protocol on the stepped simulation: moves, bytes, convergence vs lower bounds and two baselines; plan time at 1,000 nodes / 100,000 partitions and the whole `rebalancer plan --snapshot` command on them (--baseline DIR: beside those of another checkout; --snapshot FILE: keep the topology)',
     load: () => import('./planner'),
   },
+  'planner-scale': {
+    about: 'the planner alone (no loop, relay or Temporal) at 10,000 nodes / 1,000,000 partitions (--nodes, --partitions): topology JSON size, state and one tick, a plan to convergence, memory',
+    load: () => import('./planner-scale'),
+  },
   moves: {
     about: 'N concurrent follower moves (--n 50,200): moves/min, orchestration overhead, history events, worker CPU and RSS, vs a direct baseline',
     load: () => import('./moves'),

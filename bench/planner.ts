@@ -298,12 +298,13 @@ export function runScenario(s: Scenario): Record<string, unknown> {
   };
 }
 
-/** 1,000 nodes and 100,000 partitions (990 loaded, 10 joining). */
-export function large(): Topology {
-  const ids = Array.from({ length: 1000 }, (_, i) => `n${i}`);
+/** 1,000 nodes and 100,000 partitions (990 loaded, 10 joining), or as many as asked with 1% of the nodes joining. */
+export function large(nodeCount = 1000, partitionCount = 100_000): Topology {
+  const ids = Array.from({ length: nodeCount }, (_, i) => `n${i}`);
+  const loaded = nodeCount - Math.ceil(nodeCount / 100);
   const nodeRecs = ids.map((id) => ({ id, processId: `${id}-p`, storageInstance: `${id}-s`, live: true, downSince: null, capacity: 1, zone: 'z1', publishRate: 0, deliveryRate: 0, draining: false }));
-  const partitions: Partition[] = Array.from({ length: 100_000 }, (_, i) => {
-    const c = [0, 1, 2].map((k) => ids[(i + k) % 990]!);
+  const partitions: Partition[] = Array.from({ length: partitionCount }, (_, i) => {
+    const c = [0, 1, 2].map((k) => ids[(i + k) % loaded]!);
     return {
       id: `q-${i}`,
       kind: 'queue',
