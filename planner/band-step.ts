@@ -2,7 +2,7 @@
 import { smallest } from './balance';
 import { bandOf, bandWords, dimensionReport, MOVED, shareDeviation } from './bands';
 import type { ClusterState, NodeState } from './state';
-import type { TickPlanner } from './tick';
+import { NEAR_TOLERANCE, type TickPlanner } from './tick';
 import type { Bands } from './types';
 
 /** Sources and receivers weighed per proposal by the band step: the furthest from their shares. */
@@ -17,9 +17,6 @@ interface BandCandidate {
   /** `BandMeter.bandFit`, 0 at best. */
   near: number;
 }
-
-/** Copies whose band fit differs by less than this are ranked by bytes per unit of excess removed. */
-const NEAR_TOLERANCE = 0.01;
 
 /**
  * The band step, after the score's own moves: follower moves that bring nodes into their bands in replicas, disk
@@ -68,6 +65,8 @@ export function balanceBands(tp: TickPlanner): void {
     let best: BandCandidate | null = null;
     for (const s of furthest(sources, above, exc)) {
       const ds = tp.dev(s);
+      // The waiting node holding retained copies of s's, asked once per source: it depends on neither copy nor receiver.
+      let waitsFor: NodeState | null | undefined;
       for (const p of s.parts) {
         if (st.owner[p] === s.index || !st.isFollower(p, s.index) || tp.ctx.moved.get(p)?.has(s.index)) continue;
         if (!tp.partFree(p)) {
@@ -99,9 +98,9 @@ export function balanceBands(tp: TickPlanner): void {
           }
           const bytes = st.bytesTo(p, r.index);
           if (exc[r.index] === 0 && bytes > 0 && waiting.length > 0) {
-            const w = waiting.find((n) => retainsFrom(tp, s, n));
-            if (w !== undefined) {
-              deferredFor ??= w;
+            waitsFor ??= waiting.find((n) => retainsFrom(tp, s, n)) ?? null;
+            if (waitsFor !== null) {
+              deferredFor ??= waitsFor;
               continue;
             }
           }

@@ -215,9 +215,7 @@ export class BandMeter {
    * the fewest bytes per unit of score) would fill one dimension to its edge with the others short.
    */
   copyFit(p: number, s: NodeState, r: NodeState): number {
-    // A retained copy fits whatever its make-up: it costs only what it lacks, and the guard keeps r inside its bands.
-    if (this.st.retainedAt(p)?.has(r.index)) return 0;
-    return -(this.misfit(p, r.index, this.lack) + this.misfit(p, s.index, this.surplus));
+    return this.fit(p, s, r, this.lack, this.surplus);
   }
 
   /**
@@ -227,18 +225,28 @@ export class BandMeter {
    * excess first would take the smallest copies up to the count and then the largest to make up the bytes.
    */
   bandFit(p: number, s: NodeState, r: NodeState): number {
-    if (this.st.retainedAt(p)?.has(r.index)) return 0;
-    return -(this.misfit(p, r.index, this.bandLack) + this.misfit(p, s.index, this.bandSurplus));
+    return this.fit(p, s, r, this.bandLack, this.bandSurplus);
   }
 
   /** The best band fit a copy of p leaving s can have, whatever node takes it: the band step skips copies that cannot win. */
   bandSourceFit(p: number, s: NodeState): number {
-    return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.bandSurplus) : 0;
+    return this.bestFit(p, s, this.bandSurplus);
   }
 
   /** The best fit a copy of p leaving s can have, whatever node takes it: the search skips copies that cannot win. */
   sourceFit(p: number, s: NodeState): number {
-    return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, this.surplus) : 0;
+    return this.bestFit(p, s, this.surplus);
+  }
+
+  private fit(p: number, s: NodeState, r: NodeState, lack: Float64Array, surplus: Float64Array): number {
+    // A retained copy fits whatever its make-up: it costs only what it lacks, and the guard keeps r inside its bands.
+    if (this.st.retainedAt(p)?.has(r.index)) return 0;
+    return -(this.misfit(p, r.index, lack) + this.misfit(p, s.index, surplus));
+  }
+
+  /** `fit`'s bound over every receiver: the source's side alone, or 0 where some node holds a retained copy. */
+  private bestFit(p: number, s: NodeState, surplus: Float64Array): number {
+    return this.st.retainedAt(p) === undefined ? -this.misfit(p, s.index, surplus) : 0;
   }
 
   /** Node n changed: the copies it should take and give, from its gaps to its shares spread over the copies (at least one). */

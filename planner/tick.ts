@@ -10,7 +10,7 @@ import type { ClusterState, NodeState } from './state';
 import type { PlanInput, PlannerConfig, Proposal } from './types';
 
 /** Copies whose fit (see `BandMeter.copyFit`) differs by less than this are ranked by bytes per unit of improvement. */
-const NEAR_TOLERANCE = 0.01;
+export const NEAR_TOLERANCE = 0.01;
 
 export interface TickContext {
   config: PlannerConfig;
