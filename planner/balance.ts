@@ -136,8 +136,10 @@ export function balanceFollowers(tp: TickPlanner): void {
  * of a zone's only node, see `zoneBound`, or keep away every copy a node could take): owner roles, the part of the
  * load a handoff moves, go from a node above the mean to a follower below it, one of them outside the band, while
  * the pair's spread improves. Then owned partitions per capacity (`od`), with the totals kept from spreading
- * further. The total is the note's load score: owned counts give way to it where both cannot be met, and the owned
- * rule hands nothing back, as that would take a total out of the band again.
+ * further. The total is the note's load score: owned counts give way to it where both cannot be met, but only for a
+ * source above the band; every other handoff keeps the owned and traffic bands (`roleKeeps`), and one that brings a
+ * pair nearer its owned band needs no margin. So no handoff is traded back: the owned rule hands nothing back, as
+ * that would take a total out of the band again, and the total hands nothing past the owned band from inside it.
  */
 /** Sources picked per handoff without sorting every node: the search stops at the first with a candidate. */
 const OWNER_SOURCES = 8;
@@ -201,9 +203,6 @@ export function balanceOwners(tp: TickPlanner): void {
             // The band rule of a follower move, on the total: from above the mean to below it, one of them outside.
             imp = Math.max(ts, -td) - after;
             byTotal = true;
-          } else if (heavy(s)) {
-            // A node above the band gives its owner roles to nodes below the mean only, as its copies would go.
-            continue;
           } else {
             if (b >= 0 || !tp.outsideBand(a, b)) continue;
             // A node below its owned band also takes from one at or below the mean that stays inside the band, as a
@@ -212,13 +211,16 @@ export function balanceOwners(tp: TickPlanner): void {
             imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(bAfter));
             // The totals must stay inside the band, or at least not spread further.
             if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+            // Nor does a node above the band pass its owner roles to another that ends above it: they would move on.
+            if (heavy(s) && td + tp.st.roleDelta(p, d, 1) > t) continue;
           }
-          // The total first: a node above the band sheds its owner roles past the receivers' owned band, as they are
-          // what is left to shed where its copies cannot go (a zone's one node holds a copy of every partition).
-          // A receiver below its owned band that comes closer, no node taken further outside a band, needs no margin:
-          // nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02).
-          const fills = b < 0 && Math.abs(bAfter) < Math.abs(b) && tp.meter.ownsTooFew(d) && tp.meter.roleKeeps(p, s, d);
-          if ((!tp.improves(imp) && !fills) || (!byTotal && !tp.meter.roleKeeps(p, s, d))) continue;
+          // A pair whose excess outside the owned band falls, no node taken further outside a band, needs no margin:
+          // nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02). Only a source
+          // above the score's band sheds owner roles past the owned band, as they are what is left to shed where its
+          // copies cannot go (a zone's one node holds a copy of every partition); a handoff by the total from a source
+          // inside it would take a node out of its owned band that a later handoff brings back, for ever.
+          const fills = tp.meter.ownedExcessFalls(s, d) && tp.meter.roleKeeps(p, s, d);
+          if ((!tp.improves(imp) && !fills) || (!(byTotal && heavy(s)) && !tp.meter.roleKeeps(p, s, d))) continue;
           if (pinned) {
             tp.pinHit ??= p;
             continue;

@@ -201,6 +201,11 @@ export class BandMeter {
     return n.owned < this.share[OWNED]! * n.cap && this.excess(n, OWNED, n.owned) > 0;
   }
 
+  /** Handing an owner role from s to d lowers their summed excess outside the owned band. */
+  ownedExcessFalls(s: NodeState, d: NodeState): boolean {
+    return this.excess(s, OWNED, s.owned - 1) + this.excess(d, OWNED, d.owned + 1) < this.excess(s, OWNED, s.owned) + this.excess(d, OWNED, d.owned) - 1e-12;
+  }
+
   /** The band guard of p's owner role handed from s to d, each keeping its copy: owned and deliveries. */
   roleKeeps(p: number, s: NodeState, d: NodeState): boolean {
     return this.keeps(OWNED, s, s.owned, d, d.owned, 1) && this.keeps(TRAFFIC, s, s.traffic, d, d.traffic, this.st.del[p]!);

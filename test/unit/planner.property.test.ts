@@ -411,7 +411,9 @@ describe('planner plans pinned', () => {
    * what a node lacks: 1024 became 1069, and the ring of 40 with hot partitions 739 became 1064; a drain puts each copy
    * in the emptiest zone that can take it, as a repair does: 1069 became 1067; a receiver's owner roles are left to
    * handoffs, follower moves no longer making them up in copies: 1067 became 1064, and the ring 1064 became 1015; a
-   * band move that leaves both nodes inside every band needs no margin: the ring 1015 became 1016).
+   * band move that leaves both nodes inside every band needs no margin: the ring 1015 became 1016; sources judged
+   * after their handoffs and copies fitted to the band edges: 1098, the ring 948; owner handoffs keep the owned band
+   * but from a source above the score's band, and one that brings a pair nearer it needs no margin: 1098 became 1131).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -428,7 +430,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1098, sha: '484a33e84952f9a19d7fefbf3cf83fca35a7fbb5d5e9a5cae17fc20fde89e598' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1131, sha: '8375f9ace8facae25aa5c2bae8d78be0843b195a5739583bb85026f70879e5ba' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {

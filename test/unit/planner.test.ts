@@ -165,7 +165,8 @@ describe('planner: the policy', () => {
     expect(plan.steps.filter((s) => s.op === 'follower_move' && s.from === 'n1')).toEqual([]);
     const shed = plan.steps.filter((s) => s.op === 'owner_handoff' && s.from === 'n1');
     expect(shed.length).toBeGreaterThan(0);
-    expect(shed[0]!.reason).toMatch(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) hands an owner role to n\d \(score \d\.\d+( < mean - 0\.1)?\), an admitted follower below the mean/);
+    // The owned rule hands n1's first roles to n3, which owns none; then the total sheds the rest.
+    expect(shed.map((s) => s.reason)).toContainEqual(expect.stringMatching(/^n1 \(score \d\.\d+ > mean \+ 0\.1\) hands an owner role to n\d \(score \d\.\d+( < mean - 0\.1)?\), an admitted follower below the mean/));
     // Past the receivers' owned band: owner roles are all n1 can shed, and the bands do not hold that back.
     expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
     // The plan's result is a fixed point: the owned-count rule does not hand ownership back onto n1.
