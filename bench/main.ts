@@ -19,6 +19,10 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     about: 'the planner alone (no loop, relay or Temporal) at 10,000 nodes / 1,000,000 partitions (--nodes, --partitions): topology JSON size, state and one tick, a plan to convergence, memory',
     load: () => import('./planner-scale'),
   },
+  payloads: {
+    about: 'every payload the loop hands Temporal (activity inputs and results, continue-as-new) at 1,000 nodes / 100,000 partitions / 1,000 moves in flight, beside the 512 KB Temporal warns at (--nodes, --partitions, --moves, --cooled)',
+    load: () => import('./payloads'),
+  },
   moves: {
     about: 'N concurrent follower moves (--n 50,200): moves/min, orchestration overhead, history events, worker CPU and RSS, vs a direct baseline',
     load: () => import('./moves'),

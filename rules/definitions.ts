@@ -459,7 +459,11 @@ export interface PastPlan {
   steps: number;
   state: 'approved' | 'superseded';
   /** Approved: who and why, and how many steps were accepted or refused as stale. */
-  approved?: OperatorNote & { accepted: number; stale: StaleStep[] };
+  /**
+   * Approved: who and why, how many steps were accepted, and those refused as stale: the first PAST_STALE_STEPS of
+   * them (the list is part of the state the loop carries), with `refused` counting all (absent: the list is all).
+   */
+  approved?: OperatorNote & { accepted: number; stale: StaleStep[]; refused?: number };
   /** Superseded: who refreshed and why, and the plan that replaced it (null when the refresh found nothing to do). */
   superseded?: OperatorNote & { plan: string | null };
 }

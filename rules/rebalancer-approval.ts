@@ -11,6 +11,17 @@ import { checkWhoAndWhy, holders, operatorHold } from './rebalancer-rules';
 /** How many plans no longer pending the loop remembers, so a used id is refused with its state. */
 export const PAST_PLANS = 20;
 
+/**
+ * Stale steps a past plan keeps: 20 plans of 500 stale steps each came to 3 MB of the state the loop carries
+ * (`npm run bench -- payloads`), past the 512 KB Temporal warns at.
+ */
+export const PAST_STALE_STEPS = 10;
+
+/** A past plan's record of its approval: the stale steps it keeps and how many were refused in all. */
+export function approvalRecord(by: OperatorNote, accepted: number, stale: readonly StaleStep[]): NonNullable<PastPlan['approved']> {
+  return { ...by, accepted, stale: stale.slice(0, PAST_STALE_STEPS), refused: stale.length };
+}
+
 /** A refusal of an approval or a refresh: `code` is the failure type clients map to their refusal codes. */
 export interface ApprovalRefusal {
   code: 'auto_mode' | 'bad_request' | 'paused' | 'unknown_plan' | 'plan_used';
@@ -120,7 +131,7 @@ export function approvedNow(queue: readonly Proposal[], inFlight: readonly InFli
 function pastState(past: PastPlan): string {
   if (past.state === 'approved' && past.approved) {
     const a = past.approved;
-    return `plan ${past.id} was already approved at ${iso(a.at)} by ${a.by} (${a.reason}): ${a.accepted} step(s) accepted, ${a.stale.length} refused as stale`;
+    return `plan ${past.id} was already approved at ${iso(a.at)} by ${a.by} (${a.reason}): ${a.accepted} step(s) accepted, ${a.refused ?? a.stale.length} refused as stale`;
   }
   const s = past.superseded;
   const by = s?.plan ? `plan ${s.plan}` : 'no plan (the planner proposed nothing)';

@@ -20,7 +20,7 @@ import {
   type RebalancerStatus,
 } from '../rules/definitions';
 import { planHolds } from '../rules/rebalancer-rules';
-import { approvedNow, checkApprove, checkRefresh, proposalOf, remember, waitingForApproval, type ApprovalRefusal } from '../rules/rebalancer-approval';
+import { approvalRecord, approvedNow, checkApprove, checkRefresh, proposalOf, remember, waitingForApproval, type ApprovalRefusal } from '../rules/rebalancer-approval';
 
 // Local activities, like the loop's other reads and planning: reading or planning again after a crash is harmless.
 const { proposePlan, checkPlanSteps } = proxyLocalActivities<RebalancerActivities>({
@@ -82,7 +82,7 @@ export function proposeMode(state: RebalancerState, settings: RebalancerSettings
       checking = true;
       try {
         const { fresh, stale } = await checkPlanSteps({ steps: plan.steps, basis: plan.basis }, { pinned: state.pinned, excluded: state.excluded });
-        entry.approved = { ...by, accepted: fresh.length, stale };
+        entry.approved = approvalRecord(by, fresh.length, stale);
         // The moves carry who approved them, for the Temporal UI and the moves' own records.
         const queued = fresh.map((s) => ({ ...s, reason: `${s.reason}; approved in plan ${plan.id} by ${by.by}: ${by.reason}` }));
         a.approved = { planId: plan.id, steps: queued, spreadBefore: plan.spreadBefore, spreadAfter: plan.spreadAfter, mean: plan.mean };

@@ -3,7 +3,7 @@ import type { Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planToConvergence } from '../../planner';
 import type { InFlightMove, Proposal } from '../../planner/types';
 import type { ApprovalState, PastPlan, ProposedPlan } from '../../rules/definitions';
-import { approvedNow, basisOf, checkApprove, checkRefresh, PAST_PLANS, proposalOf, remember, staleSteps } from '../../rules/rebalancer-approval';
+import { approvalRecord, approvedNow, basisOf, checkApprove, checkRefresh, PAST_PLANS, PAST_STALE_STEPS, proposalOf, remember, staleSteps } from '../../rules/rebalancer-approval';
 import { input, node, partition, ring, topology } from './planner-topology';
 import { firstSteps, PROPOSAL_STEPS } from '../../activities/rebalancer';
 import { large } from '../../bench/planner';
@@ -135,6 +135,14 @@ describe('checkApprove and checkRefresh: who may approve what, and the state of 
     ['an unknown plan', 'p-dddddddd', 'unknown_plan', 'unknown plan p-dddddddd: the pending plan is p-aaaaaaaa (made at 2026-01-01T00:00:00.000Z on generation 7); the loop remembers its last 20 plans'],
   ])('refuses %s with its state', (_name, id, code, message) => {
     expect(checkApprove(ask(id), state, 'propose', null)).toEqual({ code, message });
+  });
+  it('a past plan keeps the first stale steps and counts them all, so the state stays bounded', () => {
+    const stale = Array.from({ length: 500 }, (_, i) => ({ step: step(`q-${i}`, 'n2', 'n4'), reason: 'n4 went down' }));
+    const record = approvalRecord({ by: 'alice', reason: 'off-peak', at: Date.UTC(2026, 0, 1, 12) }, 0, stale);
+    expect(record.stale).toEqual(stale.slice(0, PAST_STALE_STEPS));
+    expect(record.refused).toBe(500);
+    const past: PastPlan = { ...approved, approved: record };
+    expect(checkApprove(ask('p-bbbbbbbb'), { ...state, past: [past] }, 'propose', null)?.message).toMatch(/: 0 step\(s\) accepted, 500 refused as stale;/);
   });
   it('says when no plan is pending', () => {
     expect(checkApprove(ask('p-dddddddd'), { ...state, pending: null }, 'propose', null)?.message).toMatch(/^unknown plan p-dddddddd: no plan is pending/);
