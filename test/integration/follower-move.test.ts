@@ -331,6 +331,39 @@ describe('follower move', () => {
     }
   });
 
+  it('keeps an admission the relay signals before the add-learner reply is taken in: no wait for the poll timer', async () => {
+    const id = 'q-4';
+    const queue = `${taskQueue}-early-admission`;
+    const { from, to } = await pickMove(cluster.client, id);
+    let held = 0;
+    const broker: ActivityDeps['cluster'] = {
+      partition: (p) => cluster.client.partition(p),
+      nodes: () => cluster.client.nodes(),
+      write: async (p, write, request) => {
+        const reply = await cluster.client.write(p, write, request);
+        if (p === id && write === 'add-learner' && reply.ok) {
+          // The reply comes back only once the learner is admitted and the relay has told the move so.
+          held++;
+          await eventually(`${to} admitted to ${id}`, async () => ((await partition(id)).history.some((h) => h.node === to) ? true : undefined));
+          await new Promise((r) => setTimeout(r, 2_000));
+        }
+        return reply;
+      },
+    };
+    const stop = await startBareWorker(queue, broker);
+    try {
+      const started = Date.now();
+      // A poll a minute apart: a move that lost the admission would read it only then.
+      const handle = await startFollowerMove({ ...ctx, taskQueue: queue }, { partition: id, from, to, origin: 'operator', timing: { pollMs: 60_000 } });
+      expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
+      expect(held).toBe(1);
+      expect(Date.now() - started).toBeLessThan(30_000);
+      expect((await partition(id)).followers).toContain(to);
+    } finally {
+      await stop();
+    }
+  });
+
   it.each([
     ['refuses the removal for a reason that cannot pass', 'q-1', 'unknown_node'],
     ['rejects the removal request for good (a 4xx)', 'q-0', 'BrokerRejected'],

@@ -6,7 +6,7 @@
  * progress is stamped with the broker's clock, and a transfer's stall abort and catch-up deadline are set by
  * timers (the rule: step.ts).
  */
-import { condition, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { condition, patched, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
 import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../../rules/definitions';
@@ -39,6 +39,14 @@ const { guardedWrite, readMoveContext } = proxyActivities<Activities>(ACTIVITY_O
 /** Executions that have it read with normal activities and decide every deadline, bound and stall on timers. */
 export const DECIDE_ON_TIMERS = 'decide-on-timers';
 
+/**
+ * Executions that have it keep an admission signalled before the add-learner's reply was taken in. A learner that
+ * catches up at once is admitted, and the relay tells the move, before the reply's workflow task runs (signals run
+ * first in one activation); without it the reply reset the admission and the move waited for its poll timer
+ * (30 s: the moves' p99 overhead at 200 moves was 38 s against a 7 s floor).
+ */
+export const ADMITTED_BEFORE_REPLY = 'admitted-before-reply';
+
 /** What ends a wait early: the step's caller decides what each means. */
 export type Interrupt = 'recovery' | 'cancel' | 'node_down' | 'stalled' | 'deadline';
 
@@ -65,6 +73,8 @@ export class Watch {
   private readonly replicas = new Map<string, ReplicaKnowledge>();
   /** Generation of the add-learner write per node: an `admitted` event older than it is from an earlier learner. */
   private readonly learnerSince = new Map<string, number>();
+  /** The newest generation an `admitted` signal carried per node. */
+  private readonly admittedAt = new Map<string, number>();
   /** Transfer watches of the learners this operation added, for stalls and the catch-up deadline. */
   private readonly transfers: Transfers;
   /** The latest broker clock reading seen (a read's `now`, a progress event's `at`). */
@@ -159,6 +169,7 @@ export class Watch {
     });
     setHandler(admittedSignal, (a) => {
       this.noteGeneration(a.generation);
+      this.admittedAt.set(a.node, Math.max(a.generation, this.admittedAt.get(a.node) ?? -1));
       if (a.generation > (this.learnerSince.get(a.node) ?? -1)) this.entry(a.node).admitted = true;
       this.version++;
     });
@@ -305,7 +316,8 @@ export class Watch {
   /** A learner was added at this generation: admission events older than it are from an earlier learner. */
   learnerAdded(node: string, generation: number): void {
     this.learnerSince.set(node, generation);
-    this.entry(node).admitted = false;
+    // An admission newer than the write is this learner's, however early its signal came (ADMITTED_BEFORE_REPLY).
+    this.entry(node).admitted = (this.admittedAt.get(node) ?? -1) > generation && patched(ADMITTED_BEFORE_REPLY);
   }
 
   /** Start (or restart, for a new attempt) watching the transfer to `node` (transfers.ts). */
