@@ -4,6 +4,8 @@
  * beyond the simulated transfer, i.e. beyond add-learner -> admitted), Temporal history events per move,
  * worker CPU seconds and peak RSS; and, as the baseline measured in the same run, the same moves driven by
  * a plain loop calling the broker directly (no Temporal), so the overhead reads as a ratio.
+ * Also the floor (issue 20): the same count of workflows of a move's shape with nothing behind them (bench/floor),
+ * whose p99 the moves' p99 overhead is printed against (bar 1.5 at 200 moves).
  * Bars (issue 8, for the moves built on the step library): at most 40 history events per move, and a p50
  * overhead at most 8.3 times the direct baseline's at 200 concurrent moves. Also printed: where a move's history
  * events go (by event type), to see what a change saved.
@@ -12,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import pino from 'pino';
 import { startFollowerMove } from '../operations/moves';
 import { ClusterClient } from '../cluster/client';
@@ -21,8 +24,10 @@ import { startDevServer, type DevServer } from '../scripts/dev-server';
 import { percentile } from './stats';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
-import { statusQuery } from '../rules/definitions';
+import { reconfigurationWorkflowId, statusQuery } from '../rules/definitions';
 import { createRebalancerWorker } from '../worker/worker';
+import { createFloorActivities } from './floor/activities';
+import { floorMove, floorSignal } from './floor/workflow';
 
 interface Planned {
   partition: string;
@@ -49,8 +54,11 @@ async function plan(cluster: ClusterClient, n: number, used: Set<string>): Promi
   return out;
 }
 
-/** Simulated transfer time per partition: from its add-learner to its admission, in cluster ms. */
-async function transferTimes(cluster: ClusterClient, after: number, partitions: Set<string>): Promise<Map<string, number>> {
+/**
+ * Simulated transfer time per partition: from its add-learner to its admission, in cluster ms; and when each was
+ * admitted (`admittedAt`, the broker's clock).
+ */
+async function transferTimes(cluster: ClusterClient, after: number, partitions: Set<string>, admittedAt = new Map<string, number>()): Promise<Map<string, number>> {
   const added = new Map<string, number>();
   const took = new Map<string, number>();
   let cursor = after;
@@ -59,7 +67,10 @@ async function transferTimes(cluster: ClusterClient, after: number, partitions: 
     for (const e of page.events as ClusterEvent[]) {
       if (!('partition' in e) || !partitions.has(e.partition)) continue;
       if (e.type === 'assignment_changed' && e.write === 'add-learner') added.set(e.partition, e.at);
-      if (e.type === 'admitted' && added.has(e.partition) && !took.has(e.partition)) took.set(e.partition, e.at - added.get(e.partition)!);
+      if (e.type === 'admitted' && added.has(e.partition) && !took.has(e.partition)) {
+        took.set(e.partition, e.at - added.get(e.partition)!);
+        admittedAt.set(e.partition, e.at);
+      }
     }
     if (page.events.length === 0) return took;
     cursor = page.cursor;
@@ -117,6 +128,8 @@ interface RunFigures {
   cpuS: number;
   peakRssMb: number;
   history?: number[];
+  /** When each partition's learner was admitted, by the feed. */
+  admittedAt: Map<string, number>;
 }
 
 async function measure(body: () => Promise<{ durations: Map<string, number> }>, cluster: ClusterClient, moves: Planned[]): Promise<RunFigures> {
@@ -129,9 +142,14 @@ async function measure(body: () => Promise<{ durations: Map<string, number> }>, 
   const wallMs = Date.now() - t0;
   clearInterval(sampler);
   const cpu = process.cpuUsage(cpu0);
-  const transfers = await transferTimes(cluster, before, new Set(moves.map((m) => m.partition)));
+  const admittedAt = new Map<string, number>();
+  const transfers = await transferTimes(cluster, before, new Set(moves.map((m) => m.partition)), admittedAt);
+  // The broker's clock counts from its own start: its offset to this process's clock, read now (a read's latency off).
+  const asked = Date.now();
+  const offset = asked - (await cluster.topology()).now;
+  for (const [p, at] of admittedAt) admittedAt.set(p, at + offset);
   const overhead = moves.filter((m) => durations.has(m.partition)).map((m) => durations.get(m.partition)! - (transfers.get(m.partition) ?? 0));
-  return { wallMs, overhead, completed: durations.size, cpuS: (cpu.user + cpu.system) / 1e6, peakRssMb: Math.round(peak / 1024 / 1024) };
+  return { wallMs, overhead, completed: durations.size, cpuS: (cpu.user + cpu.system) / 1e6, peakRssMb: Math.round(peak / 1024 / 1024), admittedAt };
 }
 
 function line(n: number, mode: string, f: RunFigures, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -147,6 +165,29 @@ function line(n: number, mode: string, f: RunFigures, extra: Record<string, unkn
     peak_rss_mb: f.peakRssMb,
     ...extra,
   };
+}
+
+/** From each learner's admission in the feed to the relay's signal of it to the move: p50, p99 and the bar (1 s). */
+function relayLag(admittedAt: Map<string, number>, sent: Map<string, number>): Record<string, number> {
+  const lags = [...admittedAt].flatMap(([p, at]) => (sent.has(reconfigurationWorkflowId(p)) ? [sent.get(reconfigurationWorkflowId(p))! - at] : []));
+  return { relay_admitted_lag_ms_p50: Math.round(percentile(lags, 50)), relay_admitted_lag_ms_p99: Math.round(percentile(lags, 99)), relay_admitted_lag_ms_bar: 1000, relay_admitted_signals: lags.length };
+}
+
+/**
+ * The floor (issue 20, item 3): `n` workflows of a move's shape with nothing behind them (bench/floor), started at
+ * once with their two signals sent as each starts; their durations from start to close.
+ */
+async function floor(client: Client, taskQueue: string, n: number): Promise<number[]> {
+  return Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const started = Date.now();
+      const handle = await client.workflow.start(floorMove, { taskQueue, workflowId: `bench-floor-${process.pid}-${n}-${i}` });
+      await handle.signal(floorSignal, 1);
+      await handle.signal(floorSignal, 2);
+      await handle.result();
+      return Date.now() - started;
+    }),
+  );
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -177,8 +218,23 @@ export async function run(args: string[]): Promise<void> {
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
   const taskQueue = `bench-moves-${process.pid}`;
-  const worker = await createRebalancerWorker({ temporal: { address, namespace: 'default', taskQueue }, clusterUrl: cluster.baseUrl, logger });
+  // When the relay sent each move its admission (the signal a move waits on longest): against the event's time, the
+  // relay's lag.
+  const admittedSent = new Map<string, number>();
+  const relayAfterSignal = async (sent: { workflowId: string; signal: string }) => {
+    if (sent.signal === 'admitted' && !admittedSent.has(sent.workflowId)) admittedSent.set(sent.workflowId, Date.now());
+  };
+  const worker = await createRebalancerWorker({ temporal: { address, namespace: 'default', taskQueue }, clusterUrl: cluster.baseUrl, logger, relayAfterSignal });
   const running = worker.run();
+  const floorQueue = `bench-floor-${process.pid}`;
+  const floorWorker = await Worker.create({
+    connection: await NativeConnection.connect({ address }),
+    taskQueue: floorQueue,
+    workflowsPath: path.resolve(import.meta.dirname, 'floor/workflow.ts'),
+    activities: createFloorActivities(),
+    maxCachedWorkflows: 1000,
+  });
+  const floorRunning = floorWorker.run();
   const used = new Set<string>();
   try {
     for (const n of sizes) {
@@ -226,26 +282,35 @@ export async function run(args: string[]): Promise<void> {
         );
         return { durations };
       }, cluster, baselineMoves);
+      progress(`floor: ${n} workflows of a move's shape with nothing behind them`);
+      const floorMs = await floor(client, floorQueue, n);
       const t = line(n, 'temporal', temporal, {
         temporal_server: process.env.TEMPORAL_ADDRESS ? 'TEMPORAL_ADDRESS' : persist ? 'dev server, SQLite file' : 'dev server, in memory',
         history_events_per_move_p50: percentile(history, 50),
         history_events_per_move_max: Math.max(...history),
         history_events_per_move_bar: 40,
         history_events_per_move_by_type_mean: eventTypes,
+        ...relayLag(temporal.admittedAt, admittedSent),
       });
       const d = line(n, 'direct-baseline', direct);
       console.log(JSON.stringify(t));
       console.log(JSON.stringify(d));
+      const floorP99 = percentile(floorMs, 99);
+      console.log(JSON.stringify({ bench: 'moves', n, mode: 'floor', what: 'a workflow of the same shape, no broker (bench/floor)', duration_ms_p50: Math.round(percentile(floorMs, 50)), duration_ms_p99: Math.round(floorP99) }));
       console.log(JSON.stringify({
         bench: 'moves', n, mode: 'ratio temporal/direct',
         overhead_p50_ratio: Number((temporal.overhead.length ? percentile(temporal.overhead, 50) / Math.max(1, percentile(direct.overhead, 50)) : NaN).toFixed(2)),
         overhead_p50_ratio_bar: n >= 200 ? 8.3 : null,
         moves_per_minute_ratio: Number(((t.moves_per_minute as number) / Math.max(1, d.moves_per_minute as number)).toFixed(2)),
+        overhead_p99_to_floor_p99: Number((percentile(temporal.overhead, 99) / Math.max(1, floorP99)).toFixed(2)),
+        overhead_p99_to_floor_p99_bar: n >= 200 ? 1.5 : null,
       }));
     }
     const report = await cluster.invariants();
     console.log(JSON.stringify({ bench: 'moves', invariant_breaches: report.breaches.length }));
   } finally {
+    floorWorker.shutdown();
+    await floorRunning;
     worker.shutdown();
     await running;
     await connection.close();
