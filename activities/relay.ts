@@ -35,7 +35,10 @@ export interface RelayDeps {
   cluster: Pick<ClusterClient, 'events' | 'baseUrl'>;
   client: Pick<Client, 'workflow'>;
   logger?: Logger;
-  /** Test-only, in process: runs after each signal went out, so a test can slow a delivery or stop a worker mid-page. */
+  /**
+   * Tests and benchmarks only, in process: runs after each signal went out, so a test can slow a delivery or stop a
+   * worker mid-page, and the moves benchmark can time the relay.
+   */
   afterSignal?: (sent: SentSignal) => Promise<void>;
 }
 

@@ -7,7 +7,7 @@
  */
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Topology } from '../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, type InFlightMove, type Proposal } from '../planner';
+import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, type InFlightMove, type Plan, type Proposal } from '../planner';
 import { firstSteps } from '../activities/rebalancer';
 import { approvalRecord, basisOf, PAST_PLANS, proposalOf } from '../rules/rebalancer-approval';
 import { reconfigurationWorkflowId, type ApprovalState, type RebalancerSettings, type RebalancerState, type TrackedMove } from '../rules/definitions';
@@ -28,9 +28,8 @@ function payloadBytes(value: unknown): number {
 
 const kb = (x: number): number => round(x / 1024, 1);
 
-/** The steps a loop at this size would have started: the first `count` of the plan to convergence. */
-function stepsInFlight(topology: Topology, count: number): Proposal[] {
-  const plan = planToConvergence({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 }, DEFAULT_PLANNER_CONFIG);
+/** The steps a loop at this size would have started: the first `count` follower moves of the plan to convergence. */
+function stepsInFlight(topology: Topology, plan: Plan, count: number): Proposal[] {
   const steps = plan.steps.filter((s) => s.op !== 'owner_handoff');
   if (steps.length >= count) return steps.slice(0, count);
   // Fewer follower moves than asked: the rest repeat them on other partitions, as a larger join would plan.
@@ -55,7 +54,9 @@ export async function run(args: string[]): Promise<void> {
   const now = Date.UTC(2026, 11, 2);
   const topology = large(nodes, partitions);
 
-  const steps = stepsInFlight(topology, moves);
+  const empty = { topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now };
+  const converged = planToConvergence(empty, config);
+  const steps = stepsInFlight(topology, converged, moves);
   const trackedMoves = steps.map((s, i) => tracked(s, i, now));
   const inFlight: InFlightMove[] = steps.map((s) => ({ partition: s.partition, op: s.op, from: s.from, to: s.to, bytesRemaining: s.bytes }));
   const ids = topology.nodes.map((n) => n.id);
@@ -67,8 +68,8 @@ export async function run(args: string[]): Promise<void> {
     ),
   };
   const closed: ClosedReconfiguration[] = steps.map((s) => ({ partition: s.partition, from: s.from, to: s.to, closedAt: now }));
-  const tick = planNow({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now }, config);
-  const proposal = firstSteps(planToConvergence({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now }, config), config);
+  const tick = planNow(empty, config);
+  const proposal = firstSteps(converged, config);
   const proposed = proposalOf('plan-1', now, 1, proposal, basisOf(topology, proposal.steps));
   const note = { by: 'operator', reason: 'a reason an operator gives, about this long', at: now };
   const approval: ApprovalState = {
