@@ -4,6 +4,7 @@
  * a test may replace one.
  */
 import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../cluster/contract';
+import type { ModelStats } from '../cluster/model';
 import type { UnderReplicated } from '../planner/lost';
 import type { Plan } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
@@ -67,7 +68,10 @@ export interface Requester {
 export type OperatorRequest = ReconfigurationRequest extends infer R ? (R extends { origin: unknown } ? Omit<R, 'origin' | 'reason'> : never) : never;
 
 export interface AdminDeps {
+  /** Kept current from the broker's changes read (cluster/model.ts). */
   topology(): Promise<Topology>;
+  /** How the topology was read so far: whole reads, changes reads, and records a whole read found drifted. */
+  topologyReads(): ModelStats;
   syncBudget(): Promise<SyncBudget>;
   invariants(): Promise<InvariantsReport>;
   scores(topology: Topology, moves: MoveStatus[]): ScoresView;

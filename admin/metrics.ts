@@ -38,6 +38,8 @@ export function createMetrics() {
     'How long a move in progress has been waiting on its blocking reason, as this admin service saw it (0 while it is not blocked)',
     ['partition', 'kind'],
   );
+  const topologyDrift = gauge('rebalancer_topology_drift_records', "Partition records a whole read of the topology found different from this service's model kept by the changes read, since it started");
+  const topologyReads = gauge('rebalancer_topology_reads', 'Reads of the topology by this service since it started: whole, changes, and whole because the broker could not list the changes', ['kind']);
   const ticks = counter('rebalancer_loop_ticks_total', 'Ticks of the rebalancer loop (each a plan, unless paused or a recovery is pending)');
   for (const invariant of INVARIANTS) breaches.inc({ invariant: String(invariant) }, 0);
 
@@ -102,6 +104,11 @@ export function createMetrics() {
       const scores = deps.scores(topology, running);
       spread.set(scores.spread);
       mean.set(scores.mean);
+      const reads = deps.topologyReads();
+      topologyDrift.set(reads.drifts);
+      topologyReads.set({ kind: 'whole' }, reads.fullReads);
+      topologyReads.set({ kind: 'changes' }, reads.changesReads);
+      topologyReads.set({ kind: 'fallback' }, reads.fallbacks);
       if (lag === null) relayLag.reset();
       else relayLag.set(lag);
       recovery.set(topology.partitions.filter((p) => p.pendingRecovery).length);

@@ -1,6 +1,7 @@
 /** The admin API's sources: the broker, Temporal (moves, the rebalancer loop, drains) and the planner. */
 import type { Client } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
+import { TopologyModel } from '../cluster/model';
 import { dryRun } from '../operations/dry-run';
 import { startGrow, startReplace } from '../operations/grow';
 import { startHandoff, startOwnerMove } from '../operations/handoff';
@@ -72,8 +73,11 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
    */
   const endedDrains = new Map<string, DrainDecisions>();
   const loopStatus = () => loopStatusIfAny(client, scope);
+  // Every page and scrape reads the topology: kept current from the broker's changes read, not read whole each time.
+  const model = new TopologyModel(cluster);
   return {
-    topology: () => cluster.topology(),
+    topology: () => model.read(),
+    topologyReads: () => model.counts(),
     syncBudget: () => cluster.syncBudget(),
     invariants: () => cluster.invariants(),
     scores: (topology, moves) => nodeScores(topology, moves, planner),

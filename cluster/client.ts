@@ -22,6 +22,7 @@ import {
   SetDrainingRequest,
   SyncBudget,
   Topology,
+  TopologyChanges,
   WriteReply,
   type Fault,
   type GuardedWriteName,
@@ -99,6 +100,16 @@ export class ClusterClient {
 
   topology(): Promise<Topology> {
     return this.request(Topology, 'GET', '/v1/topology');
+  }
+
+  /** What changed after generation `after`, or null when the broker cannot say (410): read the whole topology. */
+  async topologyChanges(after: number): Promise<TopologyChanges | null> {
+    try {
+      return await this.request(TopologyChanges, 'GET', `/v1/topology/changes?after=${after}`);
+    } catch (err) {
+      if (err instanceof ClusterHttpError && err.status === 410) return null;
+      throw err;
+    }
   }
 
   nodes(): Promise<NodesView> {

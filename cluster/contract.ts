@@ -160,6 +160,28 @@ export const Topology = z.object({
 });
 export type Topology = z.infer<typeof Topology>;
 
+/**
+ * GET /v1/topology/changes?after=G: what changed since coordination generation G, so a reader that holds the
+ * topology at G keeps it current without reading every partition again. Every node comes (they are few), with
+ * the partition records whose assignment changed after G (any field a write, a recovery, a restart, a disk loss
+ * or a retained copy's expiry sets) and the ids of those deleted after G. Records that did not change keep the
+ * advisory figures (historyBytes, rates, bytesToCatchUp) the reader last saw: a full read refreshes them. A broker
+ * that no longer knows what changed since G (it restarted, or G is ahead of it) answers 410: read the whole
+ * topology.
+ */
+export const TopologyChangesQuery = z.object({ after: z.coerce.number().pipe(count) }).strict();
+export const TopologyChanges = z.object({
+  contractVersion: z.string(),
+  /** The generation these changes bring the reader to: pass it as `after` next time. */
+  generation: count,
+  now: count,
+  nodes: z.array(Node),
+  partitions: z.array(Partition),
+  /** Partitions deleted after G. */
+  removed: z.array(PartitionId),
+});
+export type TopologyChanges = z.infer<typeof TopologyChanges>;
+
 /** Just the nodes: what a move checks, without the cost of every partition record. */
 export const NodesView = z.object({ generation: count, now: count, nodes: z.array(Node) });
 export type NodesView = z.infer<typeof NodesView>;
@@ -520,7 +542,7 @@ export const FaultReply = z.object({ ok: z.literal(true), fault: z.string(), det
 
 /** Every 4xx reply that is not a typed refusal. */
 export const BadRequest = z.object({
-  error: z.enum(['bad_request', 'not_found', 'conflict', 'unauthorized']),
+  error: z.enum(['bad_request', 'not_found', 'conflict', 'unauthorized', 'gone']),
   message: z.string(),
   issues: z.array(z.object({ path: z.string(), message: z.string() })).default([]),
 });

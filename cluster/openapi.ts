@@ -8,6 +8,7 @@ import * as c from './contract';
 const components = {
   Topology: c.Topology,
   NodesView: c.NodesView,
+  TopologyChanges: c.TopologyChanges,
   Partition: c.Partition,
   PartitionView: c.PartitionView,
   Progress: c.Progress,
@@ -104,6 +105,17 @@ export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, unknown> = {
     '/healthz': contract({ get: { summary: 'Liveness', responses: { '200': { description: 'Serving' } } } }),
     '/v1/topology': contract(get('Nodes and partitions with the coordination generation', 'Topology')),
+    '/v1/topology/changes': contract({
+      get: {
+        summary: 'Every node, and the partition records changed or deleted after a coordination generation',
+        parameters: [{ name: 'after', in: 'query', required: true, schema: { type: 'integer', minimum: 0 } }],
+        responses: {
+          '200': json('TopologyChanges', 'The changes after `after`; pass `generation` as `after` next time'),
+          '400': bad,
+          '410': json('BadRequest', 'The broker cannot list the changes after `after`: read GET /v1/topology'),
+        },
+      },
+    }),
     '/v1/partitions/{id}': {
       ...contract(
         get('One partition with its progress', 'PartitionView', {

@@ -10,6 +10,7 @@ import {
   ControlName,
   CreatePartitionRequest,
   EventsQuery,
+  TopologyChangesQuery,
   Fault,
   GuardedWrites,
   JoinNodeRequest,
@@ -236,6 +237,17 @@ function readRoutes(app: FastifyInstance, { sim, store, clock, waiters, closing,
   const openapi = openApiDocument();
   app.get('/openapi.json', async () => openapi);
   app.get('/v1/topology', async () => sim.topology());
+  app.get('/v1/topology/changes', async (req, reply) => {
+    const { after } = parse(TopologyChangesQuery, req.query, 'query');
+    const changes = sim.changesSince(after);
+    if (changes !== null) return changes;
+    const gone: BadRequest = {
+      error: 'gone',
+      message: `this broker cannot list the changes after generation ${after} (it is at ${sim.generation}, and answers changes from the generation it started at): read GET /v1/topology`,
+      issues: [],
+    };
+    return reply.code(410).send(gone);
+  });
   app.get('/v1/nodes', async () => sim.nodesView());
   app.get('/v1/sync-budget', async () => sim.syncBudget());
   app.get('/v1/invariants', async () => sim.invariants());

@@ -10,6 +10,7 @@ import { ensureRebalancer } from '../operations/rebalancer';
 import { planNow } from '../planner';
 import type { RebalancerSettings } from '../rules/definitions';
 import { ClusterClient } from '../cluster/client';
+import { TopologyModel } from '../cluster/model';
 import type { RelayTuning } from '../rules/relay';
 import type { TemporalSettings } from './config';
 import { ensureRelay, relayScope } from '../operations/relay';
@@ -57,6 +58,8 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
   const clientConnection = await Connection.connect(connectOptions);
   const client = new Client({ connection: clientConnection, namespace: temporal.namespace });
   const cluster = new ClusterClient(options.clusterUrl, { token: options.clusterToken });
+  // The loop's and drains' reads of the whole topology: kept current from the broker's changes read.
+  const model = new TopologyModel(cluster, { log: logger.child({ component: 'topology' }) });
   const worker = await Worker.create({
     connection: nativeConnection,
     namespace: temporal.namespace,
@@ -67,7 +70,7 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
       ...createActivities({ cluster: options.wrapActivityCluster?.(cluster) ?? cluster, logger }),
       ...createRelayActivities({ cluster, client, logger, afterSignal: options.relayAfterSignal }),
       ...createRebalancerActivities({
-        cluster,
+        cluster: { topology: () => model.read(), syncBudget: () => cluster.syncBudget() },
         setDraining: (node, draining, reason) => cluster.setDraining(node, draining, reason),
         client,
         plan: options.plan ?? planNow,

@@ -18,6 +18,7 @@ import {
 } from '../contract';
 import { CheckFailed, Skip, WRITE_NAMES, check, checkEqual, plausibleBody, replicasOf, show } from './checks';
 import type { Harness } from './harness';
+import { applyChanges, driftBetween } from '../model';
 
 export interface ConformanceCase {
   name: string;
@@ -1018,6 +1019,7 @@ conformance('malformed input: 400 bad_request naming the field, nothing changes'
 const CONTRACT_PATHS: { path: string; method: 'get' | 'post' }[] = [
   { path: '/healthz', method: 'get' },
   { path: '/v1/topology', method: 'get' },
+  { path: '/v1/topology/changes', method: 'get' },
   { path: '/v1/nodes', method: 'get' },
   { path: '/v1/partitions/{}', method: 'get' },
   { path: '/v1/partitions/{}/progress', method: 'get' },
@@ -1145,6 +1147,43 @@ readCase('event feed (reads only): seq rises, the cursor is the last seq, and re
   );
   const end = await h.cursor();
   check(end >= first.cursor, `the end of the feed (${end}) is at or after the first page's cursor (${first.cursor})`);
+});
+
+readCase('topology changes (reads only): applied to an earlier read, they give what a whole read gives', async (h) => {
+  const first = await h.client.topology();
+  const changes = await h.client.topologyChanges(first.generation);
+  check(changes !== null, `GET /v1/topology/changes?after=${first.generation} (the generation just read) answers 200`);
+  check(changes.generation >= first.generation, `the changes bring the reader to ${changes.generation}, not before ${first.generation}`);
+  checkEqual(changes.nodes.map((n) => n.id).join(','), first.nodes.map((n) => n.id).join(','), 'the changes list every node');
+  const model = applyChanges(first, changes);
+  const whole = await h.client.topology();
+  const since = await h.client.topologyChanges(model.generation);
+  check(since !== null, `GET /v1/topology/changes?after=${model.generation} answers 200`);
+  // Records that changed after the model's generation may differ for good reason; no other may.
+  const drifted = driftBetween(model, whole, new Set([...since.partitions.map((p) => p.id), ...since.removed]));
+  check(drifted.length === 0, `records the changes left different from a whole read: ${show(drifted.slice(0, 5))}`);
+  const ahead = await h.raw('GET', `/v1/topology/changes?after=${whole.generation + 1_000_000}`);
+  checkEqual(ahead.status, 410, 'changes after a generation the broker has not reached: 410 (read the whole topology)');
+  for (const after of ['-1', 'x']) {
+    const r = await h.raw('GET', `/v1/topology/changes?after=${after}`);
+    checkEqual(r.status, 400, `changes after=${after}`);
+  }
+});
+
+conformance('topology changes: a write, a new partition and a deleted one are listed after the generation before them', [], async (h) => {
+  const [p, gone] = await h.quietQueues(2);
+  const before = (await h.client.topology()).generation;
+  const target = await h.spareNode([p!.owner, ...p!.followers]);
+  await h.accept(p!.id, 'add-learner', { node: target });
+  const born = await h.quietQueue();
+  await h.deletePartition(gone!.id);
+  const changes = await h.client.topologyChanges(before);
+  check(changes !== null, `GET /v1/topology/changes?after=${before} answers 200`);
+  const listed = new Map(changes.partitions.map((x) => [x.id, x]));
+  check(listed.get(p!.id)?.learners.includes(target) === true, `${p!.id} is listed with its new learner ${target}: ${show(listed.get(p!.id)?.learners)}`);
+  check(listed.has(born.id), `the new partition ${born.id} is listed`);
+  check(changes.removed.includes(gone!.id), `the deleted partition ${gone!.id} is listed as removed: ${show(changes.removed)}`);
+  check(!listed.has(gone!.id), `the deleted partition ${gone!.id} is not listed as a record`);
 });
 
 export const CONFORMANCE_CASES: readonly ConformanceCase[] = cases;

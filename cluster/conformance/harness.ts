@@ -225,6 +225,14 @@ export class Harness {
     return out.slice(0, count);
   }
 
+  /** Deletes a partition this case created, before its cleanup would. */
+  async deletePartition(id: string): Promise<void> {
+    if (!this.created.partitions.includes(id)) throw new CheckFailed(`${id} is not a partition this case created`);
+    await this.client.deletePartition(id);
+    this.created.partitions.splice(this.created.partitions.indexOf(id), 1);
+    this.claimed.delete(id);
+  }
+
   /** One spare node (see spareNodes), reserved for this case. */
   async spareNode(exclude: string[] = []): Promise<string> {
     const [id] = await this.spareNodes(1, await this.client.topology(), exclude);

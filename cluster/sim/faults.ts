@@ -134,6 +134,7 @@ function loseDisk(sim: ClusterSim, n: NodeState): void {
   for (const p of ps) {
     if (p.retainedCopies.some((c) => c.node === n.id)) {
       p.retainedCopies = p.retainedCopies.filter((c) => c.node !== n.id);
+      sim.touch(p);
     }
     const r = p.replicas[n.id];
     if (!r) continue;
@@ -190,7 +191,8 @@ export function setRate(sim: ClusterSim, partitionId: string, publishRate: numbe
   const p = sim.partition(partitionId);
   wake(sim, p);
   p.publishRate = publishRate;
-  sim.dirtyPartitions.add(p);
+  // Set, not measured: listed as a change, so a reader sees the new rate at once.
+  sim.touch(p);
   return partitionView(sim, partitionId);
 }
 
@@ -200,8 +202,7 @@ export function createPartition(sim: ClusterSim, id: string, kind: 'queue' | 'st
     if (!sim.node(n).live) throw new Error(`cannot place ${id} on ${n}: it is down`);
   }
   sim.addPartition(id, kind, replicas, replicas.length, settings);
-  sim.dirtyPartitions.add(sim.partition(id));
-  sim.generation++;
+  sim.touch(sim.partition(id));
   return partitionView(sim, id);
 }
 
@@ -218,7 +219,7 @@ export function deletePartition(sim: ClusterSim, id: string): void {
   sim.dirtyPartitions.delete(p);
   sim.retainedQueue = sim.retainedQueue.filter((q) => q.partition !== id);
   sim.injections = sim.injections.filter((i) => i.partition !== id);
-  sim.generation++;
+  sim.forget(id);
 }
 
 /** Why the node cannot be deleted: every partition that still holds it, and how. Empty: it can be. */

@@ -25,7 +25,7 @@ function expireRetained(sim: ClusterSim): void {
       const keep = p.retainedCopies.filter((c) => c.retainedUntil > sim.now);
       if (keep.length !== p.retainedCopies.length) {
         p.retainedCopies = keep;
-        sim.dirtyPartitions.add(p);
+        sim.touch(p);
       }
     }
     i++;

@@ -20,6 +20,7 @@ import {
   type Progress,
   type SyncBudget,
   type Topology,
+  type TopologyChanges,
   type WriteReply,
 } from '../contract';
 import * as anchor from './anchor';
@@ -74,6 +75,12 @@ export class ClusterSim {
   /** Creation order of the next partition: never reused after a delete, so stepping order survives restarts. */
   private nextOrd = 0;
   private readonly breaches: Breach[] = [];
+  /**
+   * Changes are answered from this generation on: deletions are remembered in memory only, so a reader that
+   * last read before this process started reads the whole topology again.
+   */
+  private readonly changesFrom: number;
+  private readonly removedAt = new Map<string, number>();
   private readonly breachKeys = new Set<string>();
   private outbox: StoredEvent[] = [];
   private newBreaches: Breach[] = [];
@@ -100,6 +107,7 @@ export class ClusterSim {
     this.config = meta.config;
     this.now = meta.now;
     this.generation = meta.generation;
+    this.changesFrom = meta.generation;
     this.checks = meta.checks;
     this.lastSeq = meta.lastSeq;
     this.prng = new Prng(meta.prng);
@@ -302,8 +310,20 @@ export class ClusterSim {
 
   bump(p: PartitionState): void {
     p.generation++;
+    this.touch(p);
+  }
+
+  /** A change to the record's assignment that a write did not make (a retained copy expiring or lost). */
+  touch(p: PartitionState): void {
     this.generation++;
+    p.changedAt = this.generation;
     this.dirtyPartitions.add(p);
+  }
+
+  /** A deleted partition, for the changes read; kept in memory only (the oldest generation answered says so). */
+  forget(id: string): void {
+    this.generation++;
+    this.removedAt.set(id, this.generation);
   }
 
   // ------------------------------------------------------------------ time
@@ -403,6 +423,13 @@ export class ClusterSim {
 
   nodesView(): NodesView {
     return views.nodesView(this);
+  }
+
+  /** What changed after generation `after`, or null when this process cannot say (see changesFrom). */
+  changesSince(after: number): TopologyChanges | null {
+    if (after < this.changesFrom || after > this.generation) return null;
+    const removed = [...this.removedAt].filter(([, at]) => at > after).map(([id]) => id);
+    return views.changesSince(this, after, removed);
   }
 
   progress(id: string): Progress {

@@ -162,6 +162,11 @@ export interface PartitionState {
   /** Signature of the last progress event, so one is emitted only when something changed. */
   lastProgressSig: string;
   anchor: Anchor | null;
+  /**
+   * The coordination generation of this record's last change (GET /v1/topology/changes); absent in a record an
+   * older cluster stored, which has not changed since this process started.
+   */
+  changedAt?: number;
 }
 
 export interface StoredEvent {

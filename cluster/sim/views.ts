@@ -13,6 +13,7 @@ import {
   type ReplicaRole,
   type SyncBudget,
   type Topology,
+  type TopologyChanges,
 } from '../contract';
 import type { ClusterSim } from './sim';
 import { logNow, materialize } from './anchor';
@@ -71,6 +72,13 @@ export function topology(sim: ClusterSim): Topology {
   const partitions: Partition[] = [];
   for (const p of sim.partitions.values()) partitions.push(partitionRecord(sim, p));
   return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions };
+}
+
+/** Every node, with the records that changed after `after` and the partitions deleted since. */
+export function changesSince(sim: ClusterSim, after: number, removed: string[]): TopologyChanges {
+  const partitions: Partition[] = [];
+  for (const p of sim.partitions.values()) if ((p.changedAt ?? 0) > after) partitions.push(partitionRecord(sim, p));
+  return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions, removed };
 }
 
 /**
