@@ -181,8 +181,13 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
      * `closedAfter` (epoch ms) on, every reconfiguration that completed on this task queue.
      */
     async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string | null, closedAfter?: number): Promise<Snapshot> {
+      const started = performance.now();
+      let topologyMs = 0;
       const [topology, budget, ends, closed] = await Promise.all([
-        deps.cluster.topology(),
+        deps.cluster.topology().then((t) => {
+          topologyMs = performance.now() - started;
+          return t;
+        }),
         deps.cluster.syncBudget(),
         Promise.all(tracked.map((m) => endOf(deps.client, m))),
         closedAfter === undefined ? undefined : closedSince(deps.client, Context.current().info.taskQueue, closedAfter),
@@ -190,7 +195,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       remember(topology);
       const ended = ends.filter((e): e is EndedMove => e !== null);
       const endedRuns = new Set(ended.map((e) => e.runId));
-      return {
+      const snapshot: Snapshot = {
         inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers),
         ended,
         recoveryPending: recoveryPending(topology),
@@ -200,6 +205,9 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         left: drainedNode == null ? null : drainLeft(topology, drainedNode),
         ...(closed === undefined ? {} : { closed }),
       };
+      // The tick's cost at size (docs/scale.md): the topology read and the rest.
+      log?.debug({ ms: Math.round(performance.now() - started), topologyMs: Math.round(topologyMs), tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
+      return snapshot;
     },
 
     /** Whether the node can be drained at all (its queues only, when asked), from a fresh topology. */
@@ -212,10 +220,11 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
      * alone what another drain holds: the loop plans the rest of the cluster while a drain runs.
      */
     async planMoves(request: PlanRequest, config: PlannerConfig): Promise<DrainPlan> {
+      const started = performance.now();
       const topology = await topologyOfThisTick();
       // A loop or drain started before a setting existed carries settings without it: the default fills it in.
       const plan = deps.plan(planInputFor(topology, request), { ...DEFAULT_PLANNER_CONFIG, ...config });
-      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs }, 'planned');
+      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs, ms: Math.round(performance.now() - started) }, 'planned');
       if (!request.drain) return plan;
       return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };
     },
