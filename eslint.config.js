@@ -52,7 +52,7 @@ export default tseslint.config(
     extra: NODE_BUILTINS,
   }),
   // The pure core: the planner reads the broker contract and nothing that does I/O or runs workflows.
-  ...layer('planner', notBeneath('planner'), 'The planner is pure: of the other folders it imports only the broker contract (cluster/contract).', { only: { cluster: 'contract' } }),
+  ...layer('planner', notBeneath('planner'), 'The planner is pure: of the other folders it imports only the broker contract and its check by hand (cluster/contract, cluster/conforming).', { only: { cluster: ['contract', 'conforming'] } }),
   // The reference cluster is the broker's stand-in: it knows nothing of the service that moves its replicas.
   ...layer('cluster', notBeneath('cluster'), 'The reference cluster imports nothing of the rebalancer.'),
 );
@@ -69,7 +69,7 @@ function layer(folder, forbidden, message, { typesOnly = null, extra = [], only 
     const up = '../'.repeat(depth);
     const names = (folders) => folders.flatMap((f) => [`${up}${f}`, `${up}${f}/*`]);
     const group = names(forbidden);
-    for (const [f, module] of Object.entries(only)) group.push(`${up}${f}/*`, `!${up}${f}/${module}`);
+    for (const [f, modules] of Object.entries(only)) group.push(`${up}${f}/*`, ...[modules].flat().map((m) => `!${up}${f}/${m}`));
     const patterns = [...extra, { group, message }];
     if (typesOnly) patterns.push({ group: names(typesOnly.folders), allowTypeImports: true, message: typesOnly.message });
     return {

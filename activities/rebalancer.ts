@@ -182,15 +182,17 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
      */
     async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string | null, closedAfter?: number): Promise<Snapshot> {
       const started = performance.now();
-      let topologyMs = 0;
+      const took: Record<string, number> = {};
+      const timed = <T>(what: string, p: Promise<T>): Promise<T> =>
+        p.then((v) => {
+          took[what] = Math.round(performance.now() - started);
+          return v;
+        });
       const [topology, budget, ends, closed] = await Promise.all([
-        deps.cluster.topology().then((t) => {
-          topologyMs = performance.now() - started;
-          return t;
-        }),
-        deps.cluster.syncBudget(),
-        Promise.all(tracked.map((m) => endOf(deps.client, m))),
-        closedAfter === undefined ? undefined : closedSince(deps.client, Context.current().info.taskQueue, closedAfter),
+        timed('topologyMs', deps.cluster.topology()),
+        timed('budgetMs', deps.cluster.syncBudget()),
+        timed('endsMs', Promise.all(tracked.map((m) => endOf(deps.client, m)))),
+        closedAfter === undefined ? undefined : timed('closedMs', closedSince(deps.client, Context.current().info.taskQueue, closedAfter)),
       ]);
       remember(topology);
       const ended = ends.filter((e): e is EndedMove => e !== null);
@@ -206,7 +208,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ...(closed === undefined ? {} : { closed }),
       };
       // The tick's cost at size (docs/scale.md): the topology read and the rest.
-      log?.debug({ ms: Math.round(performance.now() - started), topologyMs: Math.round(topologyMs), tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
+      log?.debug({ ms: Math.round(performance.now() - started), ...took, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
       return snapshot;
     },
 

@@ -5,6 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ClusterHttpError } from '../../cluster/client';
+import { conformingChanges } from '../../cluster/conforming';
+import { TopologyChanges } from '../../cluster/contract';
 import { assignmentOf, TopologyModel } from '../../cluster/model';
 import { ClusterSim } from '../../cluster/sim/sim';
 
@@ -74,6 +76,20 @@ describe('the topology model', () => {
       expect(await learnersOf(model, 'q-1')).toEqual([target]);
       await model.read();
       expect(model.counts()).toMatchObject({ fullReads: 3, changesReads: 0, ...counted });
+    }
+  });
+
+  it('takes a changes body the schema accepts by hand, and leaves one it refuses to zod', () => {
+    const sim = ClusterSim.create({ nodes: 4, partitions: 3, streams: 0 });
+    const before = sim.generation;
+    sim.createPartition('extra', 'queue', ['n1', 'n2', 'n3']);
+    sim.deletePartition('q-0');
+    const body = () => JSON.parse(JSON.stringify(sim.changesSince(before))) as Record<string, unknown>;
+    expect(conformingChanges(body())).toEqual(TopologyChanges.parse(body()));
+    for (const broken of [{ removed: ['not an id!'] }, { removed: 'q-0' }, { extra: 1 }, { partitions: [{ id: 'q-1' }] }]) {
+      const bad = { ...body(), ...broken };
+      expect(conformingChanges(bad), JSON.stringify(broken)).toBeNull();
+      expect(TopologyChanges.safeParse(bad).success === false || 'extra' in broken, JSON.stringify(broken)).toBe(true);
     }
   });
 });

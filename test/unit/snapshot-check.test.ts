@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Topology } from '../../cluster/contract';
 import { checkSnapshot, topologyProblem } from '../../planner';
-import { conformingTopology } from '../../planner/snapshot';
+import { conformingTopology } from '../../cluster/conforming';
 import { node, partition, topology } from './planner-topology';
 
 /** checkSnapshot as it was, zod alone: the reference. */
