@@ -5,6 +5,7 @@
 import crypto from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
+import type { TopologyModel } from '../cluster/model';
 import type { PlannerConfig } from '../planner/types';
 import type { AdminEnv } from '../worker/config';
 import { AuditLog, auditFile } from '../operations/audit';
@@ -27,6 +28,8 @@ export async function startAdminService(options: {
   taskQueue: string;
   namespace: string;
   planner: PlannerConfig;
+  /** The worker's topology model, when the worker runs in this process. */
+  topology?: TopologyModel;
   dataDir: string;
   /** Where the dev server's UI is, when `npm start` runs one. */
   defaultUiUrl: string;
@@ -37,7 +40,7 @@ export async function startAdminService(options: {
   // The history's tables sit beside the audit log's: one SQLite file in the data directory.
   const history = new HistoryStore(auditFile(options.dataDir));
   const admin = await startAdmin({
-    deps: createAdminDeps({ client: options.client, cluster: options.cluster, taskQueue: options.taskQueue, planner: options.planner }),
+    deps: createAdminDeps({ client: options.client, cluster: options.cluster, taskQueue: options.taskQueue, planner: options.planner, topology: options.topology }),
     audit,
     history,
     token,

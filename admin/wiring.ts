@@ -21,6 +21,8 @@ export interface AdminSources {
   taskQueue: string;
   /** The planner settings the rebalancer runs with: scores, thresholds and the dry run use the same. */
   planner: PlannerConfig;
+  /** The worker's topology model when it runs in this process (npm start); else the service keeps its own. */
+  topology?: TopologyModel;
 }
 
 /** A workflow's planner decisions by op, as the admin API names them (by kind). */
@@ -74,7 +76,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
   const endedDrains = new Map<string, DrainDecisions>();
   const loopStatus = () => loopStatusIfAny(client, scope);
   // Every page and scrape reads the topology: kept current from the broker's changes read, not read whole each time.
-  const model = new TopologyModel(cluster);
+  const model = src.topology ?? new TopologyModel(cluster);
   return {
     topology: () => model.read(),
     topologyReads: () => model.counts(),

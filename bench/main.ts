@@ -31,6 +31,10 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     about: 'the product as npm start runs it (default settings): seconds from a node joining, a drain, a node lost for good, a node returning to settled, vs the transfer bound (--timeout-s 900)',
     load: () => import('./settle'),
   },
+  scale: {
+    about: 'the product as npm start runs it at 1,000 nodes / 100,000 partitions with 10 nodes joining: warm tick and whole-read fallback, status/nodes/moves commands, admin pages, RSS, beside issue 20\'s targets (--nodes, --partitions, --join, --seconds)',
+    load: () => import('./scale'),
+  },
   handoff: { about: 'planned owner handoffs under publishing load: closed-admission time p50/p99 vs a seal-and-recover of the same partitions', load: () => import('./handoff') },
 };
 

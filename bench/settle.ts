@@ -6,22 +6,15 @@
  * trigger made as an operator makes it (the cluster's API, the `rebalancer` CLI), and a sample every second
  * until settled (bench/settle-rules.ts) or the timeout. One JSON line per trigger on stdout, a summary on stderr.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { drainStatus, rebalancerStatus } from '../operations/rebalancer';
-import { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
-import { spawnCluster, type SpawnedCluster } from '../cluster/spawn';
 import { planNow, planToConvergence, scoreNodes, zoneBoundNodes, type InFlightMove, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
-import { freePort } from '../scripts/dev-server';
-import { onPath, PROJECT_ROOT } from '../scripts/temporal-cli';
-import { relayScope } from '../operations/relay';
 import type { Cooldowns, DrainStatus, RebalancerStatus, TrackedMove } from '../rules/definitions';
 import { lowerBounds } from './planner';
 import { activityOf, busiestReceiver, repairSteps, targetMs, transferBoundMs, unsettledReasons, withoutCooldowns, withoutLimits, type Activity } from './settle-rules';
+import { cli, startProduct, type Product } from './product';
 import { round } from './stats';
 
 type Trigger = 'join' | 'drain' | 'lost' | 'return';
@@ -34,122 +27,11 @@ const TRIGGERS: Trigger[] = ['join', 'drain', 'lost', 'return'];
 const CLUSTER_SHAPE = { clock: 'wall', nodes: 5, partitions: 14, streams: 1, 'initial-messages': 30_000 };
 const JOINING = { id: 'n6', zone: 'z3' };
 const SAMPLE_MS = 1000;
-const START_TIMEOUT_MS = 180_000;
 const BALANCED_TIMEOUT_MS = 60_000;
 const DEFAULT_TIMEOUT_S = 900;
-const TASK_QUEUE = 'rebalancer';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const say = (line: string) => process.stderr.write(`settle: ${line}\n`);
-
-interface Product {
-  cluster: ClusterClient;
-  clusterUrl: string;
-  temporal: string;
-  client: Client;
-  scope: string;
-  dir: string;
-  log: string;
-  close(): Promise<void>;
-}
-
-/** The environment the product's processes get: the caller's, less every setting this benchmark must not inherit. */
-function productEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^(REBALANCER_|TEMPORAL_|CLUSTER_|ADMIN_|WORKER_METRICS_|DATA_DIR$|LOG_)/.test(k)) env[k] = v;
-  return { ...env, LOG_FORMAT: 'json', ...extra };
-}
-
-/**
- * `node --import tsx scripts/start.ts`, as `npm start` execs it. Where util-linux's setpriv exists, the kernel stops
- * it when this process dies, as the dev server is stopped (exit-with-parent.ts cannot be preloaded here: the SDK's
- * workflow thread inherits the flag without tsx).
- */
-function startProcess(env: NodeJS.ProcessEnv, out: WriteStream): ChildProcess {
-  const command = [process.execPath, '--import', 'tsx', 'scripts/start.ts'];
-  const setpriv = onPath('setpriv');
-  const [file, ...args] = setpriv ? [setpriv, '--pdeathsig', 'TERM', '--', ...command] : command;
-  const child = spawn(file!, args, { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout!.pipe(out, { end: false });
-  child.stderr!.pipe(out, { end: false });
-  return child;
-}
-
-async function startProduct(trigger: Trigger): Promise<Product> {
-  const dir = mkdtempSync(path.join(tmpdir(), `settle-${trigger}-`));
-  const log = path.join(dir, 'product.log');
-  const out = createWriteStream(log);
-  let cluster: SpawnedCluster | undefined;
-  let start: ChildProcess | undefined;
-  let connection: Connection | undefined;
-  const close = async () => {
-    await connection?.close().catch(() => undefined);
-    if (start && start.exitCode === null && start.signalCode === null) {
-      const exited = new Promise((r) => start!.once('exit', r));
-      start.kill('SIGTERM');
-      const timer = setTimeout(() => start!.kill('SIGKILL'), 20_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    await cluster?.close();
-    out.end();
-  };
-  try {
-    cluster = await spawnCluster(CLUSTER_SHAPE, { dataDir: path.join(dir, 'cluster'), output: (chunk) => out.write(chunk) });
-    const [temporalPort, uiPort, adminPort, metricsPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
-    const env = productEnv({
-      CLUSTER_URL: cluster.url,
-      TEMPORAL_PORT: String(temporalPort),
-      TEMPORAL_UI_PORT: String(uiPort),
-      ADMIN_PORT: String(adminPort),
-      WORKER_METRICS_PORT: String(metricsPort),
-      DATA_DIR: dir,
-    });
-    say(`${trigger}: cluster/main.ts ${Object.entries(CLUSTER_SHAPE).map(([k, v]) => `--${k} ${v}`).join(' ')} at ${cluster.url}`);
-    say(`${trigger}: CLUSTER_URL=${cluster.url} TEMPORAL_PORT=${temporalPort} DATA_DIR=${dir} node --import tsx scripts/start.ts (no REBALANCER_* set: the defaults); logs in ${log}`);
-    start = startProcess(env, out);
-    const started = start;
-    await new Promise<void>((resolve, reject) => {
-      let seen = '';
-      const timer = setTimeout(() => reject(new Error(`npm start did not report running within ${START_TIMEOUT_MS / 1000} s; see ${log}`)), START_TIMEOUT_MS);
-      started.stdout!.on('data', (chunk: Buffer) => {
-        seen = (seen + chunk.toString()).slice(-2000);
-        if (seen.includes('live rebalancer is running')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      started.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`npm start exited (${code}) before it ran; see ${log}`));
-      });
-    });
-    const temporal = `127.0.0.1:${temporalPort}`;
-    connection = await Connection.connect({ address: temporal });
-    return { cluster: new ClusterClient(cluster.url), clusterUrl: cluster.url, temporal, client: new Client({ connection }), scope: relayScope(cluster.url, TASK_QUEUE), dir, log, close };
-  } catch (err) {
-    await close();
-    throw err;
-  }
-}
-
-/** `rebalancer <args>` as an operator types it, against this product; resolves with its stdout, rejects on a failure. */
-async function cli(p: Product, args: string[]): Promise<string> {
-  say(`$ rebalancer ${args.map((a) => (a.includes(' ') ? JSON.stringify(a) : a)).join(' ')}`);
-  const out = createWriteStream(path.join(p.dir, 'cli.log'), { flags: 'a' });
-  const child = spawn(process.execPath, ['bin/rebalancer.mjs', ...args], {
-    cwd: PROJECT_ROOT,
-    env: productEnv({ TEMPORAL_ADDRESS: p.temporal, CLUSTER_URL: p.clusterUrl, DATA_DIR: p.dir }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.pipe(out);
-  const code = await new Promise<number | null>((r) => child.once('exit', r));
-  out.end();
-  if (code !== 0) throw new Error(`rebalancer ${args[0]} exited ${code}: ${stdout.trim()} (see ${path.join(p.dir, 'cli.log')})`);
-  return stdout;
-}
 
 /** A node that holds no stream copy: nothing may move a stream copy yet, so a drain or a repair of it could not end. */
 function queueOnlyNode(t: Topology): string {
@@ -281,7 +163,7 @@ async function fire(p: Product, trigger: Trigger): Promise<{ node: string; drain
       return { node: JOINING.id, draining: [], drained: null };
     case 'drain': {
       const node = queueOnlyNode(t);
-      await cli(p, ['drain', node, '--reason', 'settle benchmark: drain', '--json']);
+      await cli(p, ['drain', node, '--reason', 'settle benchmark: drain', '--json'], say);
       return { node, draining: [node], drained: node };
     }
     case 'lost': {
@@ -294,10 +176,10 @@ async function fire(p: Product, trigger: Trigger): Promise<{ node: string; drain
     case 'return': {
       const node = queueOnlyNode(t);
       say(`return: first drain ${node} to its end, so its copies move and it keeps them as retained copies (not timed)`);
-      await cli(p, ['drain', node, '--wait', '--reason', 'settle benchmark: leave retained copies', '--json']);
+      await cli(p, ['drain', node, '--wait', '--reason', 'settle benchmark: leave retained copies', '--json'], say);
       const held = (await p.cluster.topology()).partitions.filter((x) => x.retainedCopies.some((c) => c.node === node)).length;
       say(`return: ${node} holds ${held} retained cop${held === 1 ? 'y' : 'ies'}; it returns now`);
-      await cli(p, ['undrain', node, '--reason', 'settle benchmark: the node returns', '--json']);
+      await cli(p, ['undrain', node, '--reason', 'settle benchmark: the node returns', '--json'], say);
       return { node, draining: [], drained: null };
     }
   }
@@ -316,7 +198,7 @@ async function untilBalanced(p: Product): Promise<RebalancerStatus> {
 }
 
 async function runTrigger(trigger: Trigger, timeoutS: number): Promise<Record<string, unknown>> {
-  const p = await startProduct(trigger);
+  const p = await startProduct(`settle-${trigger}`, CLUSTER_SHAPE, say);
   try {
     const { settings } = await untilBalanced(p);
     const cfg = settings.planner;

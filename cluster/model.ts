@@ -27,6 +27,7 @@ export interface ModelOptions {
   fullEveryMs?: number;
   now?: () => number;
   log?: {
+    debug(obj: object, msg: string): void;
     info(obj: object, msg: string): void;
     warn(obj: object, msg: string): void;
   };
@@ -120,6 +121,7 @@ export class TopologyModel {
     this.topology = applyChanges(held, changes);
     this.stats.changesReads++;
     this.stats.lastChangesMs = performance.now() - started;
+    this.options.log?.debug({ read: 'changes', ms: Math.round(this.stats.lastChangesMs), changed: changes.partitions.length + changes.removed.length, generation: changes.generation }, 'topology read');
     return this.topology;
   }
 
@@ -152,6 +154,7 @@ export class TopologyModel {
     this.fullAt = this.now();
     this.stats.fullReads++;
     this.stats.lastFullMs = performance.now() - started;
+    this.options.log?.debug({ read: 'whole', ms: Math.round(this.stats.lastFullMs), checked: model !== null, generation: topology.generation }, 'topology read');
     return topology;
   }
 

@@ -291,6 +291,7 @@ try {
     taskQueue: env.TEMPORAL_TASK_QUEUE,
     namespace: env.TEMPORAL_NAMESPACE,
     planner: settings.planner,
+    topology: worker.topology,
     dataDir,
     defaultUiUrl: `http://127.0.0.1:${env.TEMPORAL_UI_PORT}`,
   });

@@ -44,6 +44,8 @@ export interface RebalancerWorker {
   client: Client;
   /** Workflow id of the broker's progress relay. */
   relayWorkflowId: string;
+  /** The topology as the loop reads it, for an admin service in the same process to share (one model, not two). */
+  topology: TopologyModel;
   /** Workflow id of the rebalancer loop, when this worker was given its settings. */
   rebalancerWorkflowId: string | null;
   /** Runs until shutdown() or a shutdown signal; resolves when everything stopped. */
@@ -91,6 +93,7 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
     client,
     relayWorkflowId: relay,
     rebalancerWorkflowId: loop,
+    topology: model,
     async run() {
       logger.info({ taskQueue: temporal.taskQueue, namespace: temporal.namespace, address: temporal.address, relay, rebalancer: loop }, 'worker ready');
       try {

@@ -27,7 +27,7 @@ function setup(options: { dropFromChanges?: string; gone?: boolean; notOffered?:
   const model = new TopologyModel(client, {
     fullEveryMs: 60_000,
     now: () => clock,
-    log: { info: () => {}, warn: (_obj, msg) => warnings.push(msg) },
+    log: { debug: () => {}, info: () => {}, warn: (_obj, msg) => warnings.push(msg) },
   });
   const addLearner = (id: string, node: string) => {
     const p = sim.partition(id);

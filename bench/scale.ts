@@ -1,0 +1,155 @@
+/**
+ * `npm run bench -- scale [--nodes 1000] [--partitions 100000] [--join 10] [--seconds 120]`: the product as `npm
+ * start` runs it (bench/product.ts: default settings, the real loop, Temporal in the way) against a reference
+ * cluster of 1,000 nodes and 100,000 partitions with light traffic, while `--join` empty nodes join and the loop
+ * moves copies onto them. It prints, each beside its target (issue 20): the loop's warm tick (the snapshot and plan
+ * activities, from the worker's debug log) and the whole read the topology model falls back to, the operator's
+ * commands (`rebalancer status`, `nodes --json`, `moves --json`) and the admin API's pages, the start process's RSS
+ * (worker, loop and admin service), and the moves done. The moves' overhead beside the floor and the relay's lag are
+ * `npm run bench -- moves --n 200`; the payloads `npm run bench -- payloads`.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { rebalancerStatus } from '../operations/rebalancer';
+import { cli, startProduct, type Product } from './product';
+import { percentile, round } from './stats';
+
+const say = (line: string) => process.stderr.write(`scale: ${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const TARGETS = { warmTickMs: 100, commandMs: 2_000 };
+const SAMPLE_EVERY_MS = 20_000;
+
+function flag(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(`--${name}`);
+  if (i < 0) return fallback;
+  const v = Number(args[i + 1]);
+  if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} ${args[i + 1] ?? ''}: expected a whole number of at least 1`);
+  return v;
+}
+
+interface LogLine {
+  time: number;
+  msg: string;
+  component?: string;
+  [k: string]: unknown;
+}
+
+function logLines(file: string): LogLine[] {
+  const out: LogLine[] = [];
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      out.push(JSON.parse(line) as LogLine);
+    } catch {
+      // A line cut by the process's exit.
+    }
+  }
+  return out;
+}
+
+/** The loop's ticks from the worker's log: each snapshot with the plan after it, and how the topology was read for it. */
+export function ticksOf(lines: LogLine[], from: number): { ms: number; snapshotMs: number; planMs: number; read: 'whole' | 'changes' | 'none'; at: number }[] {
+  const ticks = [];
+  let read: 'whole' | 'changes' | 'none' = 'none';
+  let snapshot: LogLine | null = null;
+  for (const l of lines) {
+    if (l.msg === 'topology read' && l.component === 'topology') read = l.read as 'whole' | 'changes';
+    else if (l.msg === 'snapshot' && l.component === 'rebalancer') snapshot = l;
+    else if (l.msg === 'planned' && l.component === 'rebalancer' && snapshot !== null) {
+      if (snapshot.time >= from) {
+        const [snapshotMs, planMs] = [snapshot.ms as number, l.ms as number];
+        ticks.push({ ms: snapshotMs + planMs, snapshotMs, planMs, read, at: snapshot.time });
+      }
+      snapshot = null;
+      read = 'none';
+    }
+  }
+  return ticks;
+}
+
+async function timed<T>(what: () => Promise<T>): Promise<number> {
+  const t = performance.now();
+  await what();
+  return performance.now() - t;
+}
+
+/** `rebalancer <args>` as an operator types it: its wall time. */
+const command = (p: Product, args: string[]): Promise<number> => timed(() => cli(p, args));
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** Milliseconds and megabytes, whole. */
+const stat = (xs: number[]) => (xs.length === 0 ? null : { n: xs.length, p50: Math.round(percentile(xs, 50)), p90: Math.round(percentile(xs, 90)), max: Math.round(Math.max(...xs)) });
+
+export async function run(args: string[]): Promise<void> {
+  const nodes = flag(args, 'nodes', 1000);
+  const partitions = flag(args, 'partitions', 100_000);
+  const joining = flag(args, 'join', 10);
+  const seconds = flag(args, 'seconds', 120);
+  const shape = { clock: 'wall', nodes, partitions, streams: 0, 'publish-rate': 1, 'initial-messages': 1000, 'tick-ms': 1000 };
+  const token = randomBytes(18).toString('base64url');
+  say(`${nodes} nodes, ${partitions} partitions, ${joining} joining, ${seconds} s of moves; load ${loadavg()[0]!.toFixed(1)}`);
+  const p = await startProduct('scale', shape, say, { env: { LOG_LEVEL: 'debug', ADMIN_TOKEN: token }, startTimeoutMs: 900_000, clusterStartTimeoutMs: 600_000 });
+  try {
+    say('waiting for three ticks of the loop');
+    for (let i = 0; ticksOf(logLines(p.log), 0).length < 3; i++) {
+      if (i > 300) throw new Error(`the loop did not tick three times in 10 minutes; see ${p.log}`);
+      await sleep(2_000);
+    }
+    const joinedAt = Date.now();
+    for (let i = 1; i <= joining; i++) await p.cluster.joinNode(`x${i}`, 1, `z${((i - 1) % 3) + 1}`);
+    say(`${joining} nodes joined; sampling every ${SAMPLE_EVERY_MS / 1000} s for ${seconds} s`);
+    const samples: Record<string, number[]> = { status: [], nodes: [], moves: [], apiStatus: [], apiNodes: [], rssMb: [] };
+    const api = (path: string) => () => fetch(`http://127.0.0.1:${p.adminPort}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.text());
+    while (Date.now() - joinedAt < seconds * 1000) {
+      await sleep(SAMPLE_EVERY_MS);
+      samples.status!.push(await command(p, ['status']));
+      samples.nodes!.push(await command(p, ['nodes', '--json']));
+      samples.moves!.push(await command(p, ['moves', '--json']));
+      samples.apiStatus!.push(await timed(api('/api/status')));
+      samples.apiNodes!.push(await timed(api('/api/nodes')));
+      samples.rssMb!.push(rssMb(p.pid));
+      say(`${Math.round((Date.now() - joinedAt) / 1000)} s: status ${Math.round(samples.status!.at(-1)!)} ms, nodes ${Math.round(samples.nodes!.at(-1)!)} ms, RSS ${Math.round(samples.rssMb!.at(-1)!)} MB`);
+    }
+    const ticks = ticksOf(logLines(p.log), joinedAt);
+    const warm = ticks.filter((t) => t.read === 'changes');
+    const whole = ticks.filter((t) => t.read === 'whole');
+    const status = await rebalancerStatus(p.client, p.scope);
+    const result = {
+      bench: 'scale',
+      shape: { nodes, partitions, joining, seconds },
+      load: round(loadavg()[0]!),
+      warmTickMs: stat(warm.map((t) => t.ms)),
+      warmSnapshotMs: stat(warm.map((t) => t.snapshotMs)),
+      warmPlanMs: stat(warm.map((t) => t.planMs)),
+      wholeReadTickMs: stat(whole.map((t) => t.ms)),
+      commandsMs: { status: stat(samples.status!), nodes: stat(samples.nodes!), moves: stat(samples.moves!) },
+      adminApiMs: { status: stat(samples.apiStatus!), nodes: stat(samples.apiNodes!) },
+      startProcessRssMb: stat(samples.rssMb!),
+      moves: status.moves,
+    };
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    const row = (what: string, s: ReturnType<typeof stat>, target: string) =>
+      say(`${what.padEnd(34)} ${s === null ? 'none'.padStart(26) : `p50 ${String(s.p50).padStart(7)}  p90 ${String(s.p90).padStart(7)}  max ${String(s.max).padStart(7)}`}  (n ${s?.n ?? 0})  ${target}`);
+    say(`after ${seconds} s, at load ${result.load}:`);
+    row('warm tick (snapshot + plan), ms', result.warmTickMs, `target ${TARGETS.warmTickMs} ms`);
+    row('  of which the snapshot, ms', result.warmSnapshotMs, '');
+    row('  of which the plan, ms', result.warmPlanMs, '');
+    row('tick with a whole read, ms', result.wholeReadTickMs, 'the fallback: at start, after a 410, once a minute');
+    row('rebalancer status, ms', result.commandsMs.status, `target ${TARGETS.commandMs} ms`);
+    row('rebalancer nodes --json, ms', result.commandsMs.nodes, `target ${TARGETS.commandMs} ms`);
+    row('rebalancer moves --json, ms', result.commandsMs.moves, `target ${TARGETS.commandMs} ms`);
+    row('admin /api/status, ms', result.adminApiMs.status, '');
+    row('admin /api/nodes, ms', result.adminApiMs.nodes, '');
+    row('npm start process RSS, MB', result.startProcessRssMb, 'worker, loop and admin service');
+    say(`moves: ${JSON.stringify(status.moves)}`);
+  } finally {
+    await p.close();
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+}
