@@ -1,0 +1,32 @@
+/**
+ * The scale bench's reading of the worker's log (bench/scale.ts ticksOf): a tick is a snapshot and the plan after
+ * it, counted warm only when the topology was read by its changes, and only from the time asked.
+ */
+import { describe, expect, it } from 'vitest';
+import { ticksOf } from '../../bench/scale';
+
+const line = (time: number, msg: string, component: string, extra: Record<string, unknown> = {}) => ({ time, msg, component, ...extra });
+
+describe('the scale bench', () => {
+  it('pairs each snapshot with its plan and says how the topology was read for it', () => {
+    const lines = [
+      line(1, 'topology read', 'topology', { read: 'whole', ms: 2000 }),
+      line(2, 'snapshot', 'rebalancer', { ms: 2100 }),
+      line(3, 'planned', 'rebalancer', { ms: 40 }),
+      line(10, 'topology read', 'topology', { read: 'changes', ms: 20 }),
+      line(11, 'snapshot', 'rebalancer', { ms: 60 }),
+      line(12, 'move started', 'rebalancer'),
+      line(13, 'planned', 'rebalancer', { ms: 35 }),
+      // A plan with no snapshot before it (a drain's) is no tick of the loop.
+      line(14, 'planned', 'rebalancer', { ms: 30 }),
+      line(20, 'snapshot', 'rebalancer', { ms: 50 }),
+      line(21, 'planned', 'rebalancer', { ms: 30 }),
+    ];
+    expect(ticksOf(lines, 0)).toEqual([
+      { ms: 2140, snapshotMs: 2100, planMs: 40, read: 'whole', at: 2 },
+      { ms: 95, snapshotMs: 60, planMs: 35, read: 'changes', at: 11 },
+      { ms: 80, snapshotMs: 50, planMs: 30, read: 'none', at: 20 },
+    ]);
+    expect(ticksOf(lines, 5).map((t) => t.at)).toEqual([11, 20]);
+  });
+});
