@@ -51,6 +51,17 @@ export function assignmentOf(p: Partition): string {
  * `changes` may start before `topology`'s generation: its records are newer than any the topology holds.
  */
 export function applyChanges(topology: Topology, changes: TopologyChanges): Topology {
+  const head = { contractVersion: changes.contractVersion, generation: changes.generation, now: changes.now, nodes: changes.nodes };
+  // The common tick at size: nothing or a few records changed, none created or deleted. The order stays, so the
+  // index of the records by id serves the next topology too.
+  const index = indexOf(topology.partitions);
+  if (changes.removed.length === 0 && changes.partitions.every((p) => index.has(p.id))) {
+    if (changes.partitions.length === 0) return { ...head, partitions: topology.partitions };
+    const partitions = topology.partitions.slice();
+    for (const p of changes.partitions) partitions[index.get(p.id)!] = p;
+    indexes.set(partitions, index);
+    return { ...head, partitions };
+  }
   const changed = new Map(changes.partitions.map((p) => [p.id, p]));
   const removed = new Set(changes.removed);
   const partitions: Partition[] = [];
@@ -62,7 +73,19 @@ export function applyChanges(topology: Topology, changes: TopologyChanges): Topo
     } else if (!removed.has(p.id)) partitions.push(p);
   }
   for (const p of changed.values()) partitions.push(p);
-  return { contractVersion: changes.contractVersion, generation: changes.generation, now: changes.now, nodes: changes.nodes, partitions };
+  return { ...head, partitions };
+}
+
+/** Each partition list's position by id, built once per list a whole read or a creation or deletion made. */
+const indexes = new WeakMap<readonly Partition[], Map<string, number>>();
+
+function indexOf(partitions: readonly Partition[]): Map<string, number> {
+  let index = indexes.get(partitions);
+  if (index === undefined) {
+    index = new Map(partitions.map((p, i) => [p.id, i]));
+    indexes.set(partitions, index);
+  }
+  return index;
 }
 
 /** Ids of the records in `model` and `fresh` whose assignment differs, leaving out those in `skip`. */

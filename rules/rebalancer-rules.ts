@@ -219,20 +219,27 @@ export function holders(p: Partition): string[] {
 export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transfers: Transfer[]): InFlightMove[] {
   const bytesTo = (partition: string, node: string) =>
     transfers.filter((t) => t.partition === partition && t.node === node).reduce((sum, t) => sum + t.bytesRemaining, 0);
+  // One pass over the partitions (100,000 at size, every tick): the records of tracked moves, and the others changing.
+  const trackedIds = new Set(tracked.map((m) => m.partition));
+  const records = new Map<string, Partition>();
+  const others: InFlightMove[] = [];
+  for (const p of topology.partitions) {
+    if (trackedIds.has(p.id)) {
+      records.set(p.id, p);
+      continue;
+    }
+    const learner = p.learners[0];
+    if (learner) others.push({ partition: p.id, op: 'follower_move', from: p.leaving, to: learner, bytesRemaining: bytesTo(p.id, learner) });
+    else if (p.leaving) others.push({ partition: p.id, op: 'follower_move', from: p.leaving, to: p.boundary?.joined ?? p.leaving, bytesRemaining: 0 });
+    else if (p.admission === 'closed') others.push({ partition: p.id, op: 'owner_handoff', from: p.owner, to: p.owner, bytesRemaining: 0 });
+  }
   const out = new Map<string, InFlightMove>();
-  const partitions = new Map(topology.partitions.map((p) => [p.id, p]));
   for (const m of tracked) {
-    const p = partitions.get(m.partition);
+    const p = records.get(m.partition);
     const learning = p?.learners.includes(m.to) ?? false;
     out.set(m.partition, { partition: m.partition, op: m.op, from: m.from, to: m.to, bytesRemaining: learning ? bytesTo(m.partition, m.to) : m.op !== 'owner_handoff' && !p?.followers.includes(m.to) ? m.bytes : 0 });
   }
-  for (const p of topology.partitions) {
-    if (out.has(p.id)) continue;
-    const learner = p.learners[0];
-    if (learner) out.set(p.id, { partition: p.id, op: 'follower_move', from: p.leaving, to: learner, bytesRemaining: bytesTo(p.id, learner) });
-    else if (p.leaving) out.set(p.id, { partition: p.id, op: 'follower_move', from: p.leaving, to: p.boundary?.joined ?? p.leaving, bytesRemaining: 0 });
-    else if (p.admission === 'closed') out.set(p.id, { partition: p.id, op: 'owner_handoff', from: p.owner, to: p.owner, bytesRemaining: 0 });
-  }
+  for (const m of others) out.set(m.partition, m);
   return [...out.values()];
 }
 
