@@ -2,8 +2,9 @@
  * The changes read (GET /v1/topology/changes) over the model tests' random sequences: a reader that holds the
  * topology at some generation and applies the changes after it holds, after every command, the same assignment as
  * a whole read (cluster/model.ts compares records the same way). Retained copies here expire within seconds, so
- * that expiries (which no write makes) happen inside the sequences. With a mutant that marks only writes as changes,
- * the same check fails: the test guards the rule that every change to a record is listed.
+ * that expiries (which no write makes) happen inside the sequences; the broker restarts midway while the reader
+ * lags, which must send the reader to a whole read whenever it missed a change. With a mutant that marks only writes
+ * as changes, the same check fails: the test guards the rule that every change to a record is listed.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
