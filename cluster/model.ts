@@ -2,8 +2,9 @@
  * The topology kept current from the broker's changes read (GET /v1/topology/changes) instead of read whole each
  * time: at 100,000 partitions the whole topology is about 60 MB and takes over a second to serve, parse and check,
  * while a tick's changes are a few records. The whole topology is read at the start, when the broker cannot list
- * the changes (410: it restarted), and every `fullEveryMs` as a check: records the changes read left different
- * from a whole read are drift, logged and counted, and the whole read replaces the model. Records that did not
+ * the changes (410: it restarted), and every `fullEveryMs` as a check beside the reads (they go on from the model
+ * while it runs): records the changes read left different from a whole read are drift, logged and counted, and the
+ * whole read replaces the model. Records that did not
  * change keep the advisory figures (history bytes, rates) of the last read that brought them, at most
  * `fullEveryMs` old: they move slowly, and the planner's cooldowns are longer.
  */
@@ -108,6 +109,8 @@ export class TopologyModel {
   /** False once the broker answered 404: it does not offer the changes read, so every read is whole. */
   private offered = true;
   private queue: Promise<unknown> = Promise.resolve();
+  /** The whole read that checks the model, while it runs: reads go on from the model meanwhile. */
+  private checking: Promise<void> | null = null;
   private readonly stats: ModelStats = { fullReads: 0, changesReads: 0, fallbacks: 0, drifts: 0, lastFullMs: 0, lastChangesMs: 0 };
   private readonly fullEveryMs: number;
   private readonly now: () => number;
@@ -131,21 +134,57 @@ export class TopologyModel {
     return { ...this.stats };
   }
 
+  /** Settles once the check running now (if any) has replaced the model: for a caller that must see its result. */
+  async checked(): Promise<void> {
+    await this.checking;
+    await this.queue;
+  }
+
   private async readNow(): Promise<Topology> {
     const held = this.topology;
-    if (held === null || !this.offered || this.fullEveryMs === 0) return this.full(null);
-    if (this.now() - this.fullAt >= this.fullEveryMs) return this.full(held);
+    if (held === null || !this.offered || this.fullEveryMs === 0) return this.adopt(await this.full(null));
+    if (this.now() - this.fullAt >= this.fullEveryMs && this.checking === null) this.check(held);
     const started = performance.now();
     const changes = await this.changes(held.generation);
     if (changes === null) {
       this.stats.fallbacks++;
-      return this.full(null);
+      return this.adopt(await this.full(null));
     }
     this.topology = applyChanges(held, changes);
     this.stats.changesReads++;
     this.stats.lastChangesMs = performance.now() - started;
     this.options.log?.debug({ read: 'changes', ms: Math.round(this.stats.lastChangesMs), changed: changes.partitions.length + changes.removed.length, generation: changes.generation }, 'topology read');
     return this.topology;
+  }
+
+  /**
+   * The periodic check, beside the reads: at 100,000 partitions the whole read takes seconds, which neither the loop's
+   * tick nor a page should wait for. Its result replaces the model between two reads, brought up to the newest
+   * generation by the changes after its own.
+   */
+  private check(held: Topology): void {
+    this.fullAt = this.now();
+    this.checking = this.full(held)
+      .then((whole) => {
+        const adopted = this.queue.then(async () => {
+          const current = this.topology!;
+          if (current.generation === whole.generation) return this.adopt(whole);
+          const since = await this.changes(whole.generation);
+          // The broker cannot say what changed since: keep the model, and the next read falls back to a whole one.
+          return since === null ? current : this.adopt(applyChanges(whole, since));
+        });
+        this.queue = adopted.catch(() => undefined);
+      })
+      .catch((err: unknown) => this.options.log?.warn({ err }, 'the whole read that checks the topology model failed; it is tried again at the next period'))
+      .finally(() => {
+        this.checking = null;
+      });
+  }
+
+  private adopt(topology: Topology): Topology {
+    this.topology = topology;
+    this.fullAt = this.now();
+    return topology;
   }
 
   /**
@@ -173,8 +212,6 @@ export class TopologyModel {
       }
       topology = applyChanges(fresh, after);
     }
-    this.topology = topology;
-    this.fullAt = this.now();
     this.stats.fullReads++;
     this.stats.lastFullMs = performance.now() - started;
     this.options.log?.debug({ read: 'whole', ms: Math.round(this.stats.lastFullMs), checked: model !== null, generation: topology.generation }, 'topology read');

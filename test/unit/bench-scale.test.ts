@@ -14,6 +14,7 @@ describe('the scale bench', () => {
       line(2, 'snapshot', 'rebalancer', { ms: 2100 }),
       line(3, 'planned', 'rebalancer', { ms: 40 }),
       line(10, 'topology read', 'topology', { read: 'changes', ms: 20 }),
+      line(11, 'topology read', 'topology', { read: 'whole', ms: 1800, checked: true }),
       line(11, 'snapshot', 'rebalancer', { ms: 60 }),
       line(12, 'move started', 'rebalancer'),
       line(13, 'planned', 'rebalancer', { ms: 35 }),
