@@ -6,12 +6,14 @@
  * activities, from the worker's debug log), the whole read the topology model falls back to and the one that checks
  * it once a minute, the operator's
  * commands (`rebalancer status`, `nodes --json`, `moves --json`) and the admin API's pages, the start process's RSS
- * (worker, loop and admin service), and the moves done. The moves' overhead beside the floor and the relay's lag are
+ * (worker, loop and admin service), the dashboard's first render and browser work per live update in Chromium, and
+ * the moves done. The moves' overhead beside the floor and the relay's lag are
  * `npm run bench -- moves --n 200`; the payloads `npm run bench -- payloads`.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { chromium } from 'playwright-core';
 import { rebalancerStatus } from '../operations/rebalancer';
 import { cli, startProduct, type Product } from './product';
 import { percentile, round } from './stats';
@@ -19,7 +21,9 @@ import { percentile, round } from './stats';
 const say = (line: string) => process.stderr.write(`scale: ${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const TARGETS = { warmTickMs: 100, commandMs: 2_000 };
+const TARGETS = { warmTickMs: 100, commandMs: 2_000, firstRenderMs: 1_000, updateWorkMs: 200 };
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const UPDATES = 10;
 const SAMPLE_EVERY_MS = 20_000;
 
 function flag(args: string[], name: string, fallback: number): number {
@@ -86,6 +90,40 @@ function rssMb(pid: number): number {
 }
 
 /** Milliseconds and megabytes, whole. */
+/**
+ * The dashboard in Chromium (playwright-core, headless), as an operator opens it: the wall time from navigation to the
+ * first complete refresh (nodes, moves and status drawn), then the browser's own work (script, style and layout, from
+ * the DevTools Performance metrics) in each of the next live updates, the 2 s polls.
+ */
+async function dashboardTimes(url: string, token: string): Promise<{ firstRenderMs: number; updateWorkMs: number[] } | { skipped: string }> {
+  if (!existsSync(CHROMIUM)) return { skipped: `no browser at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)` };
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Performance.enable');
+    const work = async (): Promise<number> => {
+      const m = new Map((await cdp.send('Performance.getMetrics')).metrics.map((x) => [x.name, x.value]));
+      return ((m.get('ScriptDuration') ?? 0) + (m.get('LayoutDuration') ?? 0) + (m.get('RecalcStyleDuration') ?? 0)) * 1000;
+    };
+    // Page code as strings: this project's TypeScript has no DOM types.
+    const updated = () => page.evaluate<string>("document.getElementById('updated')?.textContent ?? ''");
+    const started = performance.now();
+    await page.goto(`${url}/#token=${token}`);
+    await page.waitForFunction("document.querySelectorAll('.node.row').length > 0 && /^updated /.test(document.getElementById('updated')?.textContent ?? '')", undefined, { timeout: 60_000 });
+    const firstRenderMs = performance.now() - started;
+    const updateWorkMs: number[] = [];
+    for (let i = 0; i < UPDATES; i++) {
+      const [before, w0] = [await updated(), await work()];
+      await page.waitForFunction(`document.getElementById('updated')?.textContent !== ${JSON.stringify(before)}`, undefined, { timeout: 30_000 });
+      updateWorkMs.push((await work()) - w0);
+    }
+    return { firstRenderMs, updateWorkMs };
+  } finally {
+    await browser.close();
+  }
+}
+
 const stat = (xs: number[]) => (xs.length === 0 ? null : { n: xs.length, p50: Math.round(percentile(xs, 50)), p90: Math.round(percentile(xs, 90)), max: Math.round(Math.max(...xs)) });
 
 export async function run(args: string[]): Promise<void> {
@@ -118,6 +156,8 @@ export async function run(args: string[]): Promise<void> {
       samples.rssMb!.push(rssMb(p.pid));
       say(`${Math.round((Date.now() - joinedAt) / 1000)} s: status ${Math.round(samples.status!.at(-1)!)} ms, nodes ${Math.round(samples.nodes!.at(-1)!)} ms, RSS ${Math.round(samples.rssMb!.at(-1)!)} MB`);
     }
+    say('the dashboard in Chromium');
+    const dashboard = await dashboardTimes(`http://127.0.0.1:${p.adminPort}`, token);
     const lines = logLines(p.log);
     const ticks = ticksOf(lines, joinedAt);
     const checks = lines.filter((l) => l.msg === 'topology read' && l.component === 'topology' && l.checked === true && l.time >= joinedAt).map((l) => l.ms as number);
@@ -136,11 +176,12 @@ export async function run(args: string[]): Promise<void> {
       commandsMs: { status: stat(samples.status!), nodes: stat(samples.nodes!), moves: stat(samples.moves!) },
       adminApiMs: { status: stat(samples.apiStatus!), nodes: stat(samples.apiNodes!) },
       startProcessRssMb: stat(samples.rssMb!),
+      dashboard: 'skipped' in dashboard ? dashboard : { firstRenderMs: Math.round(dashboard.firstRenderMs), updateWorkMs: stat(dashboard.updateWorkMs) },
       moves: status.moves,
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
     const row = (what: string, s: ReturnType<typeof stat>, target: string) =>
-      say(`${what.padEnd(34)} ${s === null ? 'none'.padStart(26) : `p50 ${String(s.p50).padStart(7)}  p90 ${String(s.p90).padStart(7)}  max ${String(s.max).padStart(7)}`}  (n ${s?.n ?? 0})  ${target}`);
+      say(`${what.padEnd(38)} ${s === null ? 'none'.padStart(26) : `p50 ${String(s.p50).padStart(7)}  p90 ${String(s.p90).padStart(7)}  max ${String(s.max).padStart(7)}`}  (n ${s?.n ?? 0})  ${target}`);
     say(`after ${seconds} s, at load ${result.load}:`);
     row('warm tick (snapshot + plan), ms', result.warmTickMs, `target ${TARGETS.warmTickMs} ms`);
     row('  of which the snapshot, ms', result.warmSnapshotMs, '');
@@ -153,6 +194,11 @@ export async function run(args: string[]): Promise<void> {
     row('admin /api/status, ms', result.adminApiMs.status, '');
     row('admin /api/nodes, ms', result.adminApiMs.nodes, '');
     row('npm start process RSS, MB', result.startProcessRssMb, 'worker, loop and admin service');
+    if ('skipped' in dashboard) say(`dashboard: skipped, ${dashboard.skipped}`);
+    else {
+      row('dashboard first render, ms', stat([dashboard.firstRenderMs]), `target ${TARGETS.firstRenderMs} ms`);
+      row('dashboard browser work per update, ms', stat(dashboard.updateWorkMs), `target ${TARGETS.updateWorkMs} ms`);
+    }
     say(`moves: ${JSON.stringify(status.moves)}`);
   } finally {
     await p.close();
