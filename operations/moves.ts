@@ -263,8 +263,10 @@ export interface EndedMove {
 /** The `limit` most recently ended moves, newest first, from Temporal visibility. */
 export async function recentMoves(client: Client, limit: number): Promise<EndedMove[]> {
   const ended = [];
-  // Visibility lists ended workflows most recently closed first; the sort only makes that explicit.
-  for await (const wf of client.workflow.list({ query: `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}"` })) {
+  // Visibility lists ended workflows most recently closed first; the sort only makes that explicit. One page of
+  // `limit`: the default page holds up to 1,000 runs, read whole for the first `limit` of them.
+  const query = `ExecutionStatus != "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}"`;
+  for await (const wf of client.workflow.list({ query, pageSize: Math.max(1, limit) })) {
     if (ended.length >= limit) break;
     ended.push(wf);
   }
