@@ -18,14 +18,8 @@ import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
 import { createRebalancerWorker } from '../worker/worker';
 import type { MoveOutcome } from '../rules/definitions';
+import { option } from './options';
 import { percentile } from './stats';
-
-function option(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(name);
-  const v = i >= 0 ? Number(args[i + 1]) : fallback;
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`invalid ${name} "${args[i + 1]}": expected a positive number`);
-  return v;
-}
 
 /** Every event after `after`, in feed order. */
 async function eventsAfter(cluster: ClusterClient, after: number): Promise<{ events: ClusterEvent[]; cursor: number }> {

@@ -15,6 +15,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { chromium } from 'playwright-core';
 import { rebalancerStatus } from '../operations/rebalancer';
+import { option } from './options';
 import { cli, startProduct, type Product } from './product';
 import { percentile, round } from './stats';
 
@@ -25,14 +26,6 @@ const TARGETS = { warmTickMs: 100, commandMs: 2_000, firstRenderMs: 1_000, updat
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const UPDATES = 10;
 const SAMPLE_EVERY_MS = 20_000;
-
-function flag(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(`--${name}`);
-  if (i < 0) return fallback;
-  const v = Number(args[i + 1]);
-  if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} ${args[i + 1] ?? ''}: expected a whole number of at least 1`);
-  return v;
-}
 
 interface LogLine {
   time: number;
@@ -127,10 +120,10 @@ async function dashboardTimes(url: string, token: string): Promise<{ firstRender
 const stat = (xs: number[]) => (xs.length === 0 ? null : { n: xs.length, p50: Math.round(percentile(xs, 50)), p90: Math.round(percentile(xs, 90)), max: Math.round(Math.max(...xs)) });
 
 export async function run(args: string[]): Promise<void> {
-  const nodes = flag(args, 'nodes', 1000);
-  const partitions = flag(args, 'partitions', 100_000);
-  const joining = flag(args, 'join', 10);
-  const seconds = flag(args, 'seconds', 120);
+  const nodes = option(args, '--nodes', 1000);
+  const partitions = option(args, '--partitions', 100_000);
+  const joining = option(args, '--join', 10);
+  const seconds = option(args, '--seconds', 120);
   const shape = { clock: 'wall', nodes, partitions, streams: 0, 'publish-rate': 1, 'initial-messages': 1000, 'tick-ms': 1000 };
   const token = randomBytes(18).toString('base64url');
   say(`${nodes} nodes, ${partitions} partitions, ${joining} joining, ${seconds} s of moves; load ${loadavg()[0]!.toFixed(1)}`);

@@ -18,9 +18,6 @@ export interface ModelStats {
   fallbacks: number;
   /** Records a whole read found different from the model (assignment fields, not advisory figures). */
   drifts: number;
-  /** Wall milliseconds of the last whole read and the last changes read (request, parse, apply). */
-  lastFullMs: number;
-  lastChangesMs: number;
 }
 
 export interface ModelOptions {
@@ -40,10 +37,19 @@ export interface ModelOptions {
  */
 export const DEFAULT_FULL_EVERY_MS = 60_000;
 
-/** The fields the changes read must keep current: everything but the advisory figures time alone moves. */
-export function assignmentOf(p: Partition): string {
+/** What a write decides in a partition record: the record without the advisory figures time alone moves. */
+export type SettledRecord = Omit<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'> & {
+  retainedCopies: Omit<Partition['retainedCopies'][number], 'bytesToCatchUp'>[];
+};
+
+export function settledRecord(p: Partition): SettledRecord {
   const { historyBytes: _h, publishRate: _p, deliveryRate: _d, retainedCopies, ...rest } = p;
-  return JSON.stringify({ ...rest, retainedCopies: retainedCopies.map(({ bytesToCatchUp: _b, ...c }) => c) });
+  return { ...rest, retainedCopies: retainedCopies.map(({ bytesToCatchUp: _b, ...c }) => c) };
+}
+
+/** The fields the changes read must keep current, comparable as a string. */
+export function assignmentOf(p: Partition): string {
+  return JSON.stringify(settledRecord(p));
 }
 
 /**
@@ -111,7 +117,7 @@ export class TopologyModel {
   private queue: Promise<unknown> = Promise.resolve();
   /** The whole read that checks the model, while it runs: reads go on from the model meanwhile. */
   private checking: Promise<void> | null = null;
-  private readonly stats: ModelStats = { fullReads: 0, changesReads: 0, fallbacks: 0, drifts: 0, lastFullMs: 0, lastChangesMs: 0 };
+  private readonly stats: ModelStats = { fullReads: 0, changesReads: 0, fallbacks: 0, drifts: 0 };
   private readonly fullEveryMs: number;
   private readonly now: () => number;
 
@@ -152,8 +158,7 @@ export class TopologyModel {
     }
     this.topology = applyChanges(held, changes);
     this.stats.changesReads++;
-    this.stats.lastChangesMs = performance.now() - started;
-    this.options.log?.debug({ read: 'changes', ms: Math.round(this.stats.lastChangesMs), changed: changes.partitions.length + changes.removed.length, generation: changes.generation }, 'topology read');
+    this.options.log?.debug({ read: 'changes', ms: Math.round(performance.now() - started), changed: changes.partitions.length + changes.removed.length, generation: changes.generation }, 'topology read');
     return this.topology;
   }
 
@@ -213,8 +218,7 @@ export class TopologyModel {
       topology = applyChanges(fresh, after);
     }
     this.stats.fullReads++;
-    this.stats.lastFullMs = performance.now() - started;
-    this.options.log?.debug({ read: 'whole', ms: Math.round(this.stats.lastFullMs), checked: model !== null, generation: topology.generation }, 'topology read');
+    this.options.log?.debug({ read: 'whole', ms: Math.round(performance.now() - started), checked: model !== null, generation: topology.generation }, 'topology read');
     return topology;
   }
 

@@ -24,6 +24,7 @@ import {
   type WriteReply,
 } from '../contract';
 import { CheckFailed, Skip, check, checkEqual, replicasOf, show, type GuardFree } from './checks';
+import { settledRecord, type SettledRecord } from '../model';
 
 /** Every partition and node the conformance suite creates starts with this; anything else is not its own. */
 export const SUITE_PREFIX = 'conf-';
@@ -54,19 +55,10 @@ export function offers(ctx: SuiteContext, control: ControlName): boolean {
   return ctx.controls?.offered.includes(control) ?? false;
 }
 
-/** What a write decides in a partition record: the record without what time alone changes. */
-export type SettledRecord = Omit<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'> & {
-  retainedCopies: Omit<Partition['retainedCopies'][number], 'bytesToCatchUp'>[];
-};
-
 /** The record without what time alone changes: retained copies that expired by `now`, measured sizes and rates. */
-function settledRecord(view: PartitionView): SettledRecord {
+function settledView(view: PartitionView): SettledRecord {
   const now = view.progress.now;
-  const { historyBytes: _h, publishRate: _p, deliveryRate: _d, retainedCopies, ...rest } = view.partition;
-  return {
-    ...rest,
-    retainedCopies: retainedCopies.filter((c) => c.retainedUntil > now).map(({ bytesToCatchUp: _b, ...c }) => c),
-  };
+  return settledRecord({ ...view.partition, retainedCopies: view.partition.retainedCopies.filter((c) => c.retainedUntil > now) });
 }
 
 /** Guarded writes a wall-clock broker may refuse because it moved on between our read and our write. */
@@ -119,7 +111,7 @@ export class Harness {
 
   /** The record as far as writes decide it, to check that something changed nothing. */
   async settledRecord(id: string): Promise<SettledRecord> {
-    return settledRecord(await this.client.partition(id));
+    return settledView(await this.client.partition(id));
   }
 
   /** The broker's own time (wall or stepped milliseconds), from a contract read. */
@@ -336,7 +328,7 @@ export class Harness {
       check(reply.refusal.message.length > 0, `${write} refusal ${code} carries a message`);
       check(typeof reply.refusal.saw === 'object', `${write} refusal ${code} carries what it saw`);
       checkEqual(after.partition.generation, before.partition.generation, `generation after refused ${write} (${code})`);
-      checkEqual(settledRecord(after), settledRecord(before), `partition record after refused ${write} (${code})`);
+      checkEqual(settledView(after), settledView(before), `partition record after refused ${write} (${code})`);
       return reply;
     }
   }

@@ -40,7 +40,7 @@ function sources(state: () => RebalancerView): AdminDeps {
     drainDecisions: async () => [],
     scores: () => ({ spread: 0, mean: 0 }),
     underReplicated: () => [],
-    topologyReads: () => ({ fullReads: 1, changesReads: 0, fallbacks: 0, drifts: 0, lastFullMs: 0, lastChangesMs: 0 }),
+    topologyReads: () => ({ fullReads: 1, changesReads: 0, fallbacks: 0, drifts: 0 }),
   } as unknown as AdminDeps;
 }
 
