@@ -13,11 +13,11 @@ import type { Topology } from '../cluster/contract';
 import { planToConvergence, predictMs } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import { drainWorkflowId, RECONFIGURATION_ID_PREFIX, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
+import { type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
 import { basisOf, staleSteps, type Holds } from '../rules/rebalancer-approval';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../rules/rebalancer-drain-rules';
 import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../rules/rebalancer-rules';
-import { PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
+import { closedSince, CooledMoves } from '../operations/closed';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -49,6 +49,8 @@ export interface Snapshot {
   left: DrainLeft | null;
   /** Reconfigurations that completed since the time asked for, whoever started them; absent when not asked. */
   closed?: ClosedReconfiguration[];
+  /** Partitions cooling after a completed reconfiguration, in this worker's book (see `CooledMoves`); absent when not kept. */
+  cooling?: number;
 }
 
 export interface PlanRequest {
@@ -60,6 +62,8 @@ export interface PlanRequest {
   drain?: { node: string; queuesOnly: boolean };
   /** The loop's pins and exclusions (absent for a drain: what it was asked to empty moves regardless). */
   pinned?: PlanInput['pinned'];
+  /** The loop: plan with the partition cooldowns this worker keeps from visibility too (`CooledMoves`). */
+  cooled?: boolean;
   excluded?: PlanInput['excluded'];
 }
 
@@ -92,52 +96,19 @@ async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> 
 }
 
 /**
- * A running reconfiguration in one of these phases is past its point of no return (its last write is made or being
- * made): it only finishes. Visibility may still list it as running for a moment after its last write, while the
- * topology already shows the change, so it is cooled as if it had just completed.
- */
-const FINISHING_PHASES = ['removing', 'promoting', 'committing_owner', 'completed'];
-
-/**
  * The most steps one proposal holds: the first of the plan to convergence, the rest proposed once these are done.
  * The proposal is the planning activity's result and part of the state the loop carries across continue-as-new;
  * at 1,000 nodes a join's plan to convergence has thousands of steps (3,757 steps, 841 KB at 100,000 partitions),
- * past the 512 KB Temporal warns at. 500 steps are about 115 KB.
+ * past the 512 KB Temporal warns at. A proposal pending and one approved are each about 60 KB at 250 steps, so with
+ * 1,000 tracked moves (300 KB) the state stays under that too (`npm run bench -- payloads`).
  */
-export const PROPOSAL_STEPS = 500;
+export const PROPOSAL_STEPS = 250;
 
 /** The plan a proposal holds: its first `limit` steps, how many follow them, and the time those steps take. */
 export function firstSteps(plan: Plan, config: PlannerConfig, limit = PROPOSAL_STEPS): Plan & { beyond?: number } {
   if (plan.steps.length <= limit) return plan;
   const steps = plan.steps.slice(0, limit);
   return { ...plan, steps, predictedMs: predictMs(steps, config), beyond: plan.steps.length - limit };
-}
-
-/**
- * The reconfigurations on this task queue that completed after `since`, and those finishing now, from visibility: a
- * move's last phase is `completed` only when its outcome is, and its source and target attributes name the nodes
- * the copy (or owner role) left and arrived on.
- */
-async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
-  const finishing = FINISHING_PHASES.map((phase) => `RebalancePhase = "${phase}"`).join(' OR ');
-  const query =
-    `WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)} AND (` +
-    `(ExecutionStatus = "Completed" AND RebalancePhase = "completed" AND CloseTime > "${new Date(since).toISOString()}") OR ` +
-    `(ExecutionStatus = "Running" AND (${finishing})))`;
-  const closed: ClosedReconfiguration[] = [];
-  const now = Date.now();
-  for await (const wf of client.workflow.list({ query })) {
-    const attrs = wf.typedSearchAttributes;
-    const to = attrs.get(TargetKey);
-    if (to === undefined) continue;
-    // A drain's move sets no cooldown of the loop's: it is no judgement of where the copy balances best, only that it
-    // leaves the node. The draining mark keeps every copy off that node for as long as the drain wants it, and an
-    // undrain is the operator asking for the node to be used again at once, by the copies the drain put elsewhere too.
-    if (wf.parentExecution?.workflowId?.startsWith(drainWorkflowId('')) === true) continue;
-    const closedAt = wf.closeTime?.getTime() ?? now;
-    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length), from: attrs.get(SourceKey) ?? null, to, closedAt });
-  }
-  return closed;
 }
 
 /** How long a snapshot's topology serves the plan of the same tick. */
@@ -175,12 +146,29 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
     if (run !== null) lastSeen.delete(run);
     return seen !== undefined && Date.now() - seen.at <= SAME_TICK_MS ? seen.topology : deps.cluster.topology();
   };
+  /** This worker's partition cooldowns, per task queue (one loop each). */
+  const books = new Map<string, CooledMoves>();
+  const taskQueue = (): string => Context.current().info.taskQueue;
+  const cooledMoves = (): CooledMoves => {
+    const queue = taskQueue();
+    let book = books.get(queue);
+    if (!book) books.set(queue, (book = new CooledMoves(deps.client, queue)));
+    return book;
+  };
+  /** The request's cooldowns with the book's partition cooldowns, when it asks for them (fresh within a tick). */
+  const addCooledMoves = async <R extends { cooldowns: PlanInput['cooldowns']; cooled?: boolean }>(request: R, config: Pick<PlannerConfig, 'partitionCooldownMs'>): Promise<R> => {
+    if (!request.cooled) return request;
+    const moves = await cooledMoves().current(config.partitionCooldownMs, SAME_TICK_MS);
+    return { ...request, cooldowns: { ...request.cooldowns, moves: { ...request.cooldowns.moves, ...moves } } };
+  };
   return {
     /**
      * Every move in flight as the planner counts it, which tracked moves ended, what blocks planning and, from
-     * `closedAfter` (epoch ms) on, every reconfiguration that completed on this task queue.
+     * `closedAfter` (epoch ms) on, every reconfiguration that completed on this task queue. With `coolFor` (the
+     * partition cooldown), what completed is also kept in this worker's book of partition cooldowns, which the
+     * loop's plan reads (`cooled`), so the loop's state never holds them.
      */
-    async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string | null, closedAfter?: number): Promise<Snapshot> {
+    async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string | null, closedAfter?: number, coolFor?: number): Promise<Snapshot> {
       const started = performance.now();
       const took: Record<string, number> = {};
       const timed = <T>(what: string, p: Promise<T>): Promise<T> =>
@@ -192,10 +180,16 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         timed('topologyMs', deps.cluster.topology()),
         timed('budgetMs', deps.cluster.syncBudget()),
         timed('endsMs', Promise.all(tracked.map((m) => endOf(deps.client, m)))),
-        closedAfter === undefined ? undefined : timed('closedMs', closedSince(deps.client, Context.current().info.taskQueue, closedAfter)),
+        closedAfter === undefined ? undefined : timed('closedMs', coolFor === undefined ? closedSince(deps.client, taskQueue(), closedAfter) : cooledMoves().look(coolFor, closedAfter)),
       ]);
       remember(topology);
       const ended = ends.filter((e): e is EndedMove => e !== null);
+      if (coolFor !== undefined) {
+        // The loop's own moves, from Temporal's record of each: visibility may list one only a little later.
+        const completed = new Set(ended.filter((e) => e.status === 'completed').map((e) => e.runId));
+        const at = Date.now();
+        cooledMoves().record(tracked.filter((m) => completed.has(m.runId)).map((m) => ({ partition: m.partition, from: m.from, to: m.to, closedAt: at })), coolFor, at);
+      }
       const endedRuns = new Set(ended.map((e) => e.runId));
       const snapshot: Snapshot = {
         inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers),
@@ -206,6 +200,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         // Null from the loop: an absent argument arrives as null through the payload converter.
         left: drainedNode == null ? null : drainLeft(topology, drainedNode),
         ...(closed === undefined ? {} : { closed }),
+        ...(coolFor === undefined ? {} : { cooling: cooledMoves().count() }),
       };
       // The tick's cost at size (docs/scale.md): the topology read and the rest.
       log?.debug({ ms: Math.round(performance.now() - started), ...took, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
@@ -225,7 +220,8 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       const started = performance.now();
       const topology = await topologyOfThisTick();
       // A loop or drain started before a setting existed carries settings without it: the default fills it in.
-      const plan = deps.plan(planInputFor(topology, request), { ...DEFAULT_PLANNER_CONFIG, ...config });
+      const settings = { ...DEFAULT_PLANNER_CONFIG, ...config };
+      const plan = deps.plan(planInputFor(topology, await addCooledMoves(request, settings)), settings);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs, ms: Math.round(performance.now() - started) }, 'planned');
       if (!request.drain) return plan;
       return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };
@@ -236,11 +232,11 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
      * flight), with the topology generation and the basis its steps are judged stale against at approval.
      */
     async proposePlan(
-      request: { tracked: TrackedMove[]; cooldowns: PlanInput['cooldowns']; now: number } & Pick<PlanInput, 'pinned' | 'excluded'>,
+      request: { tracked: TrackedMove[]; cooldowns: PlanInput['cooldowns']; now: number; cooled?: boolean } & Pick<PlanInput, 'pinned' | 'excluded'>,
       config: PlannerConfig,
     ): Promise<{ plan: Plan; generation: number; basis: PlanBasis }> {
       const [topology, budget] = await Promise.all([deps.cluster.topology(), deps.cluster.syncBudget()]);
-      const { tracked, ...rest } = request;
+      const { tracked, cooled: _cooled, ...rest } = await addCooledMoves(request, config);
       const plan = firstSteps(planToConvergence(planInputFor(topology, { ...rest, inFlight: inFlightMoves(topology, tracked, budget.transfers) }), config), config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, generation: topology.generation }, 'proposed');
       return { plan, generation: topology.generation, basis: basisOf(topology, plan.steps) };

@@ -2,6 +2,7 @@
 import type { Client } from '@temporalio/client';
 import type { ClusterClient } from '../cluster/client';
 import { TopologyModel } from '../cluster/model';
+import { withCooledMoves } from '../operations/closed';
 import { dryRun } from '../operations/dry-run';
 import { startGrow, startReplace } from '../operations/grow';
 import { startHandoff, startOwnerMove } from '../operations/handoff';
@@ -85,7 +86,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     scores: (topology, moves) => nodeScores(topology, moves, planner),
     async plan(topology) {
       // The loop's own input when it runs (the dry run proposes what it starts next); the transfers give bytes left.
-      const [loop, budget] = await Promise.all([loopStatus(), cluster.syncBudget()]);
+      const [loop, budget] = await Promise.all([loopStatus().then((s) => s && withCooledMoves(client, taskQueue, s)), cluster.syncBudget()]);
       return dryRun(topology, budget.transfers, loop, planner, loop ? Date.now() : topology.now);
     },
     underReplicated: (topology, moves) =>

@@ -11,7 +11,7 @@ import { DEFAULT_PLANNER_CONFIG, planNow, planToConvergence, type InFlightMove, 
 import { firstSteps } from '../activities/rebalancer';
 import { approvalRecord, basisOf, PAST_PLANS, proposalOf } from '../rules/rebalancer-approval';
 import { reconfigurationWorkflowId, type ApprovalState, type RebalancerSettings, type RebalancerState, type TrackedMove } from '../rules/definitions';
-import { planRecord, type ClosedReconfiguration } from '../rules/rebalancer-rules';
+import { nodeCooldowns, planRecord, type ClosedReconfiguration } from '../rules/rebalancer-rules';
 import { large } from './planner';
 import { round } from './stats';
 
@@ -48,7 +48,7 @@ export async function run(args: string[]): Promise<void> {
   const partitions = value('--partitions', 100_000);
   const moves = value('--moves', 1000);
   const config = { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerCluster: moves };
-  // Cooled reconfigurations the loop keeps: those that completed within the partition cooldown. At `moves` in flight
+  // Cooled reconfigurations: those that completed within the partition cooldown, kept in the worker's book. At `moves` in flight
   // each taking about 10 s (the moves benchmark's overhead plus a 1 MB copy), that is moves / 10 s * 300 s.
   const cooled = value('--cooled', Math.round((moves / 10) * (config.partitionCooldownMs / 1000)));
   const now = Date.UTC(2026, 11, 2);
@@ -90,7 +90,9 @@ export async function run(args: string[]): Promise<void> {
     paused: null,
     lastResumed: null,
     inFlight: trackedMoves,
-    cooldowns,
+    // The loop carries the node cooldowns; the partition cooldowns stay in the worker (operations/closed.ts).
+    cooldowns: nodeCooldowns(cooldowns),
+    cooling: cooled,
     ticks: 0,
     lastPlan: planRecord(now, tick, tick.steps.map((s) => s.partition), [], null),
     lastSignalSeq: 0,
@@ -106,6 +108,7 @@ export async function run(args: string[]): Promise<void> {
     active: ids,
     left: null,
     closed,
+    cooling: cooled,
   };
   const status = (st: RebalancerState) => ({ ...st, state: 'running', waitingFor: 'the next tick', settings, pinned: {}, excluded: {} });
   // What the server stores: local activities' results (as markers), workflow and child inputs, update results. A
@@ -119,12 +122,14 @@ export async function run(args: string[]): Promise<void> {
     ['continue-as-new, propose mode (with the approval state)', 'history', payloadBytes({ settings, state: { ...state, approval } })],
     ['an operator update result (pause, pin, ...: the status)', 'history', payloadBytes(status(state))],
     ['rebalancerSnapshot input (the tracked moves)', 'worker', payloadBytes(trackedMoves)],
-    ['planMoves input (moves in flight, cooldowns)', 'worker', payloadBytes({ inFlight, cooldowns, now }) + payloadBytes(config)],
+    ['planMoves input (moves in flight, node cooldowns)', 'worker', payloadBytes({ inFlight, cooldowns: state.cooldowns, now, cooled: true }) + payloadBytes(config)],
   ];
   const parts = {
     perTrackedMove: round(payloadBytes(trackedMoves) / moves, 0),
     perCooledMove: round(payloadBytes(cooldowns.moves) / Math.max(1, cooled), 0),
     perNodeCooldown: round(payloadBytes(cooldowns.nodes) / ids.length, 0),
+    // Not a payload: the worker's book of partition cooldowns (operations/closed.ts), in its memory.
+    cooledMovesInWorkerKB: kb(payloadBytes(cooldowns.moves)),
     approvalState: kb(payloadBytes(approval)),
   };
   const rows = sizes.map(([what, reaches, bytes]) => ({ what, reaches, kb: kb(bytes), under512KB: bytes <= WARN_BYTES }));

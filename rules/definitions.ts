@@ -366,6 +366,8 @@ export interface RebalancerState {
   activeNodes?: string[];
   /** When a node last arrived among them: reconfigurations closed before then cool no node. */
   nodeCooldownsFrom?: number;
+  /** Partitions cooling after a completed reconfiguration at the last tick, kept by the worker (not in `cooldowns`). */
+  cooling?: number;
   moves: { started: number; completed: number; cancelled: number; aborted: number };
   /** Moves started, by op: each a planner decision the loop acted on. Absent in a state carried from an older run. */
   startedByOp?: Record<ProposalOp, number>;
@@ -441,7 +443,7 @@ export interface ProposedPlan {
   spreadAfter: number;
   mean: number;
   basis: PlanBasis;
-  /** Steps of the plan to convergence after these, proposed once these are done (rules/rebalancer-approval.ts PROPOSAL_STEPS). */
+  /** Steps of the plan to convergence after these, proposed once these are done (activities/rebalancer.ts PROPOSAL_STEPS). */
   beyond?: number;
 }
 

@@ -84,6 +84,14 @@ export function pruneCooldowns(cooldowns: Cooldowns, now: number): Cooldowns {
   return { nodes: keep(cooldowns.nodes), partitions: keep(cooldowns.partitions), moves };
 }
 
+/**
+ * The cooldowns the loop carries: its nodes' and the whole partitions', bounded by the cluster's nodes and what drains
+ * hold. Those of completed moves (`moves`) stay in the worker's book, kept from visibility (operations/closed.ts).
+ */
+export function nodeCooldowns(cooldowns: Cooldowns): Cooldowns {
+  return { nodes: cooldowns.nodes, partitions: cooldowns.partitions };
+}
+
 /** The nodes the mean is over: live and not draining. */
 export function activeNodes(topology: Topology): string[] {
   return topology.nodes.filter((n) => n.live && !n.draining).map((n) => n.id);
@@ -134,7 +142,7 @@ function cool(
 }
 
 /** Slack for visibility, which lists a closed workflow a little after it closed: such a one is listed on a later look. */
-const VISIBILITY_LAG_MS = 15_000;
+export const VISIBILITY_LAG_MS = 15_000;
 
 /**
  * From when the loop lists closed reconfigurations at `now`: since its last look (minus the slack), never further

@@ -54,7 +54,7 @@ export function proposeMode(state: RebalancerState, settings: RebalancerSettings
 
   /** A fresh plan to convergence, published when it has steps; it supersedes the one pending. */
   async function propose(refresh: OperatorNote | null, now: number): Promise<{ plan: Plan; published: string | null; superseded: string | null }> {
-    const made = await proposePlan({ tracked: state.inFlight, cooldowns: state.cooldowns, now, ...planHolds(state) }, settings.planner);
+    const made = await proposePlan({ tracked: state.inFlight, cooldowns: state.cooldowns, now, cooled: true, ...planHolds(state) }, settings.planner);
     const a = approval();
     const id = made.plan.steps.length > 0 ? `p-${uuid4().slice(0, 8)}` : null;
     const old = a.pending;

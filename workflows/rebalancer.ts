@@ -27,7 +27,7 @@ import {
 } from '../rules/definitions';
 import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
 import { proposeMode } from './rebalancer-propose';
-import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, operatorHold, planHolds, planRecord, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from '../rules/rebalancer-rules';
+import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, nodeCooldowns, operatorHold, planHolds, planRecord, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from '../rules/rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
   return {
@@ -107,7 +107,9 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     // Paused with nothing in flight, there is nothing to learn from the broker.
     if (state.paused && state.inFlight.length === 0) return;
     const looked = Date.now();
-    const snapshot = await rebalancerSnapshot(state.inFlight, null, closedListFrom(state.lookedAt, looked, settings.planner));
+    // The partition cooldowns stay in the worker's book (`coolFor`), which the plan reads: they grow with the moves
+    // made within a cooldown, past what a workflow should carry (docs/scale.md).
+    const snapshot = await rebalancerSnapshot(state.inFlight, null, closedListFrom(state.lookedAt, looked, settings.planner), settings.planner.partitionCooldownMs);
     const now = Date.now();
     const ended = recordEnded(state.inFlight, snapshot.ended, state.cooldowns, state.moves, now, settings.planner);
     state.inFlight = ended.inFlight;
@@ -118,8 +120,9 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     // command changes; and a patch right after this local activity's result would itself break replay (a query can
     // hand the result over a task later in the first run than on replay, moving the marker).
     if (nodeArrived(state.activeNodes, snapshot.active)) state.nodeCooldownsFrom = now;
-    state.cooldowns = pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner, state.nodeCooldownsFrom), now);
+    state.cooldowns = nodeCooldowns(pruneCooldowns(recordClosed(ended.cooldowns, snapshot.closed ?? [], settings.planner, state.nodeCooldownsFrom), now));
     if (state.nodeCooldownsFrom === now) state.cooldowns = cooldownsOnArrival(state.cooldowns, state.activeNodes, snapshot.active);
+    state.cooling = snapshot.cooling;
     state.lookedAt = looked;
     if (snapshot.active !== undefined) state.activeNodes = snapshot.active;
     if (state.paused) return;
@@ -131,7 +134,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
       waitingFor = `the recovery to activate (${pending})`;
       return;
     }
-    const plan = settings.mode === 'propose' ? await approval.plan(snapshot.inFlight, now) : await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, ...planHolds(state) }, settings.planner);
+    const plan = settings.mode === 'propose' ? await approval.plan(snapshot.inFlight, now) : await planMoves({ inFlight: snapshot.inFlight, cooldowns: state.cooldowns, now, cooled: true, ...planHolds(state) }, settings.planner);
     const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(snapshot.draining));
     const started: string[] = [];
     const skipped = [...selection.skipped];

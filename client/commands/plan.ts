@@ -12,6 +12,7 @@ import { bandWords, checkSnapshot, type PlannerConfig } from '../../planner';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
 import type { RebalancerStatus } from '../../rules/definitions';
 import { formatBytes } from '../../rules/format';
+import { withCooledMoves } from '../../operations/closed';
 import { dryRun, sameStep, type DryRun } from '../../operations/dry-run';
 import { defineCommand, print, table, Unreachable, usageError, type CommandDeps } from '../output';
 import { rebalancerStatus } from '../../operations/rebalancer';
@@ -47,7 +48,7 @@ async function planLive(deps: CommandDeps, config: PlannerConfig): Promise<DryRu
   try {
     const ctx = await deps.connect();
     try {
-      loop = await rebalancerStatus(ctx.client, loopScope(ctx));
+      loop = await withCooledMoves(ctx.client, ctx.taskQueue, await rebalancerStatus(ctx.client, loopScope(ctx)));
     } finally {
       await ctx.close();
     }

@@ -25,9 +25,10 @@ function describe(s: RebalancerStatus, under: UnderReplicated[]): string {
   const plan = s.lastPlan;
   const at = (until: number) => new Date(until).toISOString();
   const cooling = Object.entries(s.cooldowns.nodes).map(([n, until]) => `${n} until ${at(until)}`);
-  // A partition cooldown keeps the copy on the node it arrived on and off the node it left.
+  // A partition cooldown keeps the copy on the node it arrived on and off the node it left. Those of completed moves
+  // are kept by the worker, thousands at size: a count here, each one in `rebalancer plan --json` (loop.cooldowns).
   const cooled = [
-    ...Object.entries(s.cooldowns.moves ?? {}).flatMap(([p, moves]) => moves.map((m) => `${p} ${moveLabel(m.from, m.to)} until ${at(m.until)}`)),
+    ...(s.cooling ? [`${s.cooling} after a completed move (each: rebalancer plan --json)`] : []),
     ...Object.entries(s.cooldowns.partitions).map(([p, until]) => `${p} (whole) until ${at(until)}`),
   ];
   const lines = [

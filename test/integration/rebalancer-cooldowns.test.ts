@@ -6,10 +6,14 @@
  * what the loop starts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createRebalancerActivities } from '../../activities/rebalancer';
+import { cooledMovesOf } from '../../operations/closed';
 import type { DryRun } from '../../operations/dry-run';
 import { rebalancerStatus, setPaused } from '../../operations/rebalancer';
 import type { Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, planNow, scoreNodes } from '../../planner';
+import type { CooledMove, PlanInput } from '../../planner/types';
 import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';
 import { holders } from '../../rules/rebalancer-rules';
 import { cli, eventually, logger, loopRunId, replayAndKeep, startLoopSuite, stopLoopSuite, type LoopSuite } from './helpers';
@@ -32,6 +36,9 @@ afterEach(async () => {
 });
 
 const status = (): Promise<RebalancerStatus> => rebalancerStatus(suite.client, suite.scope);
+
+/** The partition cooldowns the loop plans with: its worker keeps them from visibility, not in the loop's state. */
+const cooledMoves = (): Promise<Record<string, CooledMove[]>> => cooledMovesOf(suite.client, taskQueue, SETTINGS.planner.partitionCooldownMs);
 
 const noCooldowns = (topology: Topology) => ({ topology, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: Date.now() });
 
@@ -67,7 +74,10 @@ async function loopMovesFor(ms: number): Promise<RebalancerStatus['inFlight']> {
 }
 
 /** A partition no cooldown holds, so only the operator's action below cools it. */
-const uncooled = (t: Topology, s: RebalancerStatus) => t.partitions.filter((p) => !s.cooldowns.moves?.[p.id] && !s.cooldowns.partitions[p.id]);
+const uncooled = async (t: Topology, s: RebalancerStatus) => {
+  const moves = await cooledMoves();
+  return t.partitions.filter((p) => !moves[p.id] && !s.cooldowns.partitions[p.id]);
+};
 
 describe('rebalancer loop with the default cooldowns', () => {
   it('a node joins: its follower copies and then the owner handoffs onto it, without waiting out the partition cooldown', async () => {
@@ -82,7 +92,11 @@ describe('rebalancer loop with the default cooldowns', () => {
     const owned = after.topology.partitions.filter((p) => p.owner === 'n4');
     expect(owned.length).toBeGreaterThan(0);
     expect(after.status.startedByOp?.owner_handoff).toBeGreaterThan(0);
-    for (const p of owned) expect(after.status.cooldowns.moves?.[p.id]).toContainEqual({ from: expect.any(String), to: 'n4', until: expect.any(Number) });
+    const cooled = await cooledMoves();
+    for (const p of owned) expect(cooled[p.id]).toContainEqual({ from: expect.any(String), to: 'n4', until: expect.any(Number) });
+    // The loop's state counts them and carries none.
+    expect(after.status.cooling).toBeGreaterThanOrEqual(owned.length);
+    expect(after.status.cooldowns.moves).toBeUndefined();
     expect(seconds * 1000).toBeLessThan(SETTINGS.planner.partitionCooldownMs / 2);
   });
 
@@ -92,7 +106,7 @@ describe('rebalancer loop with the default cooldowns', () => {
     // cooldown holds yet when there is one.
     const owns = (n: string) => before.topology.partitions.filter((x) => x.owner === n).length;
     const share = before.topology.partitions.length / before.topology.nodes.length;
-    const free = new Set(uncooled(before.topology, before.status).map((x) => x.id));
+    const free = new Set((await uncooled(before.topology, before.status)).map((x) => x.id));
     const pairs = before.topology.partitions.flatMap((x) => x.followers.filter((f) => owns(f) >= share).map((f) => ({ p: x, to: f, free: free.has(x.id) })));
     const { p, to } = pairs.find((x) => x.free) ?? pairs[0]!;
     const r = await cli('handoff', p.id, '--to', to, '--wait', '--reason', 'operator intent', '--json');
@@ -101,11 +115,17 @@ describe('rebalancer loop with the default cooldowns', () => {
     const now = await suite.cluster.client.topology();
     const undo = planNow(noCooldowns(now), SETTINGS.planner);
     expect(undo.steps.some((s) => s.op === 'owner_handoff' && s.from === to), JSON.stringify(undo)).toBe(true);
+    await eventually("the operator's handoff cooling its partition", async () => ((await cooledMoves())[p.id]?.some((m) => m.from === p.owner && m.to === to) ? true : undefined));
     const cooled = await eventually("the loop recording the operator's handoff", async () => {
       const s = await status();
-      return s.cooldowns.moves?.[p.id]?.some((m) => m.from === p.owner && m.to === to) ? s : undefined;
+      return (s.cooldowns.nodes[to] ?? 0) > Date.now() ? s : undefined;
     });
     expect(cooled.cooldowns.nodes[to]).toBeGreaterThan(Date.now());
+    // A worker that starts now plans with the same partition cooldowns: its book lists them from visibility.
+    let planned: PlanInput['cooldowns'] | undefined;
+    const fresh = createRebalancerActivities({ cluster: suite.cluster.client, client: suite.client, setDraining: () => Promise.resolve(), plan: (input, config) => ((planned = input.cooldowns), planNow(input, config)) });
+    await new MockActivityEnvironment({ taskQueue }).run(fresh.planMoves, { inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: Date.now(), cooled: true }, SETTINGS.planner);
+    expect(planned?.moves?.[p.id]).toContainEqual({ from: p.owner, to, until: expect.any(Number) });
     const moves = await loopMovesFor(15_000);
     expect(moves.filter((m) => m.partition === p.id)).toEqual([]);
     expect((await suite.cluster.client.partition(p.id)).partition.owner).toBe(to);
@@ -118,15 +138,12 @@ describe('rebalancer loop with the default cooldowns', () => {
   it("an operator's move sets the cooldowns of the loop's own: the copy stays where the operator put it", async () => {
     const before = await quiet('the cluster at rest before the move', 60_000);
     const nodes = before.topology.nodes.map((n) => n.id);
-    const p = uncooled(before.topology, before.status).find((x) => x.followers.length > 0 && nodes.some((n) => !holders(x).includes(n)))!;
+    const p = (await uncooled(before.topology, before.status)).find((x) => x.followers.length > 0 && nodes.some((n) => !holders(x).includes(n)))!;
     const from = p.followers[0]!;
     const to = nodes.find((n) => !holders(p).includes(n))!;
     const r = await cli('move', p.id, '--from', from, '--to', to, '--wait', '--reason', 'operator intent', '--json');
     expect(r.code).toBe(0);
-    await eventually("the loop recording the operator's move", async () => {
-      const s = await status();
-      return s.cooldowns.moves?.[p.id]?.some((m) => m.from === from && m.to === to) ? s : undefined;
-    });
+    await eventually("the operator's move cooling its partition", async () => ((await cooledMoves())[p.id]?.some((m) => m.from === from && m.to === to) ? true : undefined));
     const moves = await loopMovesFor(15_000);
     expect(moves.filter((m) => m.partition === p.id)).toEqual([]);
     const now = (await suite.cluster.client.partition(p.id)).partition;
@@ -185,7 +202,7 @@ describe('rebalancer loop with the default cooldowns', () => {
     }, 20_000);
     expect(lifted.activeNodes).toContain('n5');
     // The partition cooldowns stay: the operator's copy is still not moved off n1.
-    expect(lifted.cooldowns.moves?.[p.id]).toContainEqual({ from: p.followers[0], to: 'n1', until: expect.any(Number) });
+    expect((await cooledMoves())[p.id]).toContainEqual({ from: p.followers[0], to: 'n1', until: expect.any(Number) });
     // n5 fills again at once; what the earlier tests' moves just put on other nodes waits out its partition cooldown.
     await eventually('n5 receiving copies again', async () => ((await suite.cluster.client.topology()).partitions.some((x) => holders(x).includes('n5')) ? true : undefined), 60_000);
     await replayAndKeep(suite.client, suite.w.rebalancerWorkflowId!, 'rebalancer-arrival-lifts-node-cooldowns', await loopRunId(suite.client, suite.w));

@@ -1,0 +1,100 @@
+/**
+ * The reconfigurations that completed, as Temporal's visibility lists them, and the partition cooldowns they set
+ * (`CooledMove`). The loop keeps those cooldowns here, in the worker, not in its workflow state: they grow with the
+ * moves made within a cooldown (thousands at size), and visibility already holds every one of them, so a worker
+ * that starts (or a dry run) lists them again.
+ */
+import type { Client } from '@temporalio/client';
+import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
+import type { CooledMove } from '../planner/types';
+import { drainWorkflowId, RECONFIGURATION_ID_PREFIX, type RebalancerStatus } from '../rules/definitions';
+import { pruneCooldowns, recordClosed, VISIBILITY_LAG_MS, type ClosedReconfiguration } from '../rules/rebalancer-rules';
+import { PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
+
+/**
+ * A running reconfiguration in one of these phases is past its point of no return (its last write is made or being
+ * made): it only finishes. Visibility may still list it as running for a moment after its last write, while the
+ * topology already shows the change, so it is cooled as if it had just completed.
+ */
+const FINISHING_PHASES = ['removing', 'promoting', 'committing_owner', 'completed'];
+
+/**
+ * The reconfigurations on this task queue that completed after `since`, and those finishing now, from visibility: a
+ * move's last phase is `completed` only when its outcome is, and its source and target attributes name the nodes
+ * the copy (or owner role) left and arrived on.
+ */
+export async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
+  const finishing = FINISHING_PHASES.map((phase) => `RebalancePhase = "${phase}"`).join(' OR ');
+  const query =
+    `WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)} AND (` +
+    `(ExecutionStatus = "Completed" AND RebalancePhase = "completed" AND CloseTime > "${new Date(since).toISOString()}") OR ` +
+    `(ExecutionStatus = "Running" AND (${finishing})))`;
+  const closed: ClosedReconfiguration[] = [];
+  const now = Date.now();
+  for await (const wf of client.workflow.list({ query })) {
+    const attrs = wf.typedSearchAttributes;
+    const to = attrs.get(TargetKey);
+    if (to === undefined) continue;
+    // A drain's move sets no cooldown of the loop's: it is no judgement of where the copy balances best, only that it
+    // leaves the node. The draining mark keeps every copy off that node for as long as the drain wants it, and an
+    // undrain is the operator asking for the node to be used again at once, by the copies the drain put elsewhere too.
+    if (wf.parentExecution?.workflowId?.startsWith(drainWorkflowId('')) === true) continue;
+    const closedAt = wf.closeTime?.getTime() ?? now;
+    closed.push({ partition: attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length), from: attrs.get(SourceKey) ?? null, to, closedAt });
+  }
+  return closed;
+}
+
+/**
+ * One task queue's partition cooldowns, kept from visibility: the whole cooldown (`windowMs`) listed at the first
+ * look, only what closed since the last look (less visibility's lag) after that.
+ */
+export class CooledMoves {
+  private moves: Record<string, CooledMove[]> = {};
+  private lookedAt: number | null = null;
+
+  constructor(
+    private readonly client: Client,
+    private readonly taskQueue: string,
+  ) {}
+
+  /** Lists what closed since the last look and records it; returns those listed that closed after `after`. */
+  async look(windowMs: number, after = 0): Promise<ClosedReconfiguration[]> {
+    const now = Date.now();
+    const since = this.lookedAt === null ? now - windowMs - VISIBILITY_LAG_MS : Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
+    const closed = await closedSince(this.client, this.taskQueue, since);
+    this.record(closed, windowMs, now);
+    this.lookedAt = now;
+    return closed.filter((c) => c.closedAt > after);
+  }
+
+  /** Records completed reconfigurations the caller learnt of itself (the loop's own, from Temporal's record of each). */
+  record(closed: readonly ClosedReconfiguration[], windowMs: number, now = Date.now()): void {
+    const cooled = recordClosed({ nodes: {}, partitions: {}, moves: this.moves }, closed, { nodeCooldownMs: 0, partitionCooldownMs: windowMs });
+    this.moves = pruneCooldowns(cooled, now).moves ?? {};
+  }
+
+  /** The cooldowns, looked up afresh when the last look is older than `freshMs`. */
+  async current(windowMs: number, freshMs: number): Promise<Record<string, CooledMove[]>> {
+    if (this.lookedAt === null || Date.now() - this.lookedAt > freshMs) await this.look(windowMs, Date.now());
+    return this.moves;
+  }
+
+  /** Partitions cooling now. */
+  count(): number {
+    return Object.keys(this.moves).length;
+  }
+}
+
+/** The partition cooldowns a loop on `taskQueue` plans with now, listed whole (a dry run holds no book of its own). */
+export async function cooledMovesOf(client: Client, taskQueue: string, windowMs: number): Promise<Record<string, CooledMove[]>> {
+  const book = new CooledMoves(client, taskQueue);
+  await book.look(windowMs);
+  return book.current(windowMs, Infinity);
+}
+
+/** The loop's status with the partition cooldowns its plan reads (its worker's book, listed here from visibility). */
+export async function withCooledMoves(client: Client, taskQueue: string, loop: RebalancerStatus): Promise<RebalancerStatus> {
+  const moves = await cooledMovesOf(client, taskQueue, { ...DEFAULT_PLANNER_CONFIG, ...loop.settings.planner }.partitionCooldownMs);
+  return { ...loop, cooldowns: { ...loop.cooldowns, moves: { ...loop.cooldowns.moves, ...moves } } };
+}
