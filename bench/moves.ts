@@ -190,7 +190,16 @@ async function floor(client: Client, taskQueue: string, n: number): Promise<numb
   );
 }
 
-export async function run(args: string[]): Promise<void> {
+/** One printed line of the benchmark. */
+export type MovesLine = Record<string, unknown>;
+
+/** Runs the benchmark, prints each line as JSON and returns them (`bench -- scale` folds the 200-move figures in). */
+export async function run(args: string[]): Promise<MovesLine[]> {
+  const lines: MovesLine[] = [];
+  const print = (l: MovesLine) => {
+    lines.push(l);
+    console.log(JSON.stringify(l));
+  };
   const nIndex = args.indexOf('--n');
   const sizes = (nIndex >= 0 ? args[nIndex + 1]! : '50,200').split(',').map(Number);
   const total = sizes.reduce((a, b) => a + b, 0) * 2;
@@ -293,21 +302,22 @@ export async function run(args: string[]): Promise<void> {
         ...relayLag(temporal.admittedAt, admittedSent),
       });
       const d = line(n, 'direct-baseline', direct);
-      console.log(JSON.stringify(t));
-      console.log(JSON.stringify(d));
+      print(t);
+      print(d);
       const floorP99 = percentile(floorMs, 99);
-      console.log(JSON.stringify({ bench: 'moves', n, mode: 'floor', what: 'a workflow of the same shape, no broker (bench/floor)', duration_ms_p50: Math.round(percentile(floorMs, 50)), duration_ms_p99: Math.round(floorP99) }));
-      console.log(JSON.stringify({
+      print({ bench: 'moves', n, mode: 'floor', what: 'a workflow of the same shape, no broker (bench/floor)', duration_ms_p50: Math.round(percentile(floorMs, 50)), duration_ms_p99: Math.round(floorP99) });
+      print({
         bench: 'moves', n, mode: 'ratio temporal/direct',
         overhead_p50_ratio: Number((temporal.overhead.length ? percentile(temporal.overhead, 50) / Math.max(1, percentile(direct.overhead, 50)) : NaN).toFixed(2)),
         overhead_p50_ratio_bar: n >= 200 ? 8.3 : null,
         moves_per_minute_ratio: Number(((t.moves_per_minute as number) / Math.max(1, d.moves_per_minute as number)).toFixed(2)),
         overhead_p99_to_floor_p99: Number((percentile(temporal.overhead, 99) / Math.max(1, floorP99)).toFixed(2)),
         overhead_p99_to_floor_p99_bar: n >= 200 ? 1.5 : null,
-      }));
+      });
     }
     const report = await cluster.invariants();
-    console.log(JSON.stringify({ bench: 'moves', invariant_breaches: report.breaches.length }));
+    print({ bench: 'moves', invariant_breaches: report.breaches.length });
+    return lines;
   } finally {
     floorWorker.shutdown();
     await floorRunning;

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- scale [--nodes 1000] [--partitions 100000] [--join 10] [--seconds 120]`: the product as `npm
+ * `npm run bench -- scale [--nodes 1000] [--partitions 100000] [--join 10] [--seconds 120] [--moves 200]`: the product as `npm
  * start` runs it (bench/product.ts: default settings, the real loop, Temporal in the way) against a reference
  * cluster of 1,000 nodes and 100,000 partitions with light traffic, while `--join` empty nodes join and the loop
  * moves copies onto them. It prints, each beside its target (issue 20): the loop's warm tick (the snapshot and plan
@@ -7,22 +7,31 @@
  * it once a minute, the operator's
  * commands (`rebalancer status`, `nodes --json`, `moves --json`) and the admin API's pages, the start process's RSS
  * (worker, loop and admin service), the dashboard's first render and browser work per live update in Chromium, and
- * the moves done. The moves' overhead beside the floor and the relay's lag are
- * `npm run bench -- moves --n 200`; the payloads `npm run bench -- payloads`.
+ * the moves done, and the largest event and history of the loop's and the relay's runs (each payload the server
+ * stored is in one event). Then, the product stopped, `--moves` follower moves at once on the moves bench's own
+ * cluster: the relay's lag and the moves' p99 overhead beside the same-run floor (0 skips it). Each payload at 1,000
+ * moves in flight, built in memory, is `npm run bench -- payloads`.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import type { Client } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { chromium } from 'playwright-core';
 import { rebalancerStatus } from '../operations/rebalancer';
+import { rebalancerWorkflowId } from '../rules/definitions';
+import { run as runMoves } from './moves';
 import { option } from './options';
 import { cli, startProduct, type Product } from './product';
 import { percentile, round } from './stats';
 
+const { temporal } = proto;
 const say = (line: string) => process.stderr.write(`scale: ${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const TARGETS = { warmTickMs: 100, commandMs: 2_000, firstRenderMs: 1_000, updateWorkMs: 200 };
+const TARGETS = { warmTickMs: 100, commandMs: 2_000, firstRenderMs: 1_000, updateWorkMs: 200, payloadKB: 512, relayLagMs: 1_000, floorRatio: 1.5 };
+/** Where Temporal suggests continuing as new (and the loop does): 4 MiB of history. */
+const HISTORY_SUGGESTED_KB = 4_096;
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const UPDATES = 10;
 const SAMPLE_EVERY_MS = 20_000;
@@ -117,6 +126,28 @@ async function dashboardTimes(url: string, token: string): Promise<{ firstRender
   }
 }
 
+/**
+ * Every run of the loop and of the relay (the two that live long) in this benchmark: the largest history, and the
+ * largest event in any of them, which bounds the largest payload the server stored (an event holds the payloads of
+ * one input, result or marker).
+ */
+async function histories(client: Client, scope: string): Promise<{ largestHistoryKB: number; largestHistoryEvents: number; largestEventKB: number; largestEventType: string; runs: number }> {
+  const out = { largestHistoryKB: 0, largestHistoryEvents: 0, largestEventKB: 0, largestEventType: '-', runs: 0 };
+  const query = `WorkflowId = "${rebalancerWorkflowId(scope)}" OR WorkflowId = "progress-relay-${scope}"`;
+  for await (const wf of client.workflow.list({ query })) {
+    out.runs++;
+    const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+    let bytes = 0;
+    for (const event of history.events ?? []) {
+      const size = temporal.api.history.v1.HistoryEvent.encode(event).finish().length;
+      bytes += size;
+      if (size / 1024 > out.largestEventKB) Object.assign(out, { largestEventKB: round(size / 1024), largestEventType: temporal.api.enums.v1.EventType[event.eventType ?? 0] ?? '?' });
+    }
+    if (bytes / 1024 > out.largestHistoryKB) Object.assign(out, { largestHistoryKB: round(bytes / 1024), largestHistoryEvents: history.events?.length ?? 0 });
+  }
+  return out;
+}
+
 const stat = (xs: number[]) => (xs.length === 0 ? null : { n: xs.length, p50: Math.round(percentile(xs, 50)), p90: Math.round(percentile(xs, 90)), max: Math.round(Math.max(...xs)) });
 
 export async function run(args: string[]): Promise<void> {
@@ -124,6 +155,7 @@ export async function run(args: string[]): Promise<void> {
   const partitions = option(args, '--partitions', 100_000);
   const joining = option(args, '--join', 10);
   const seconds = option(args, '--seconds', 120);
+  const inFlight = option(args, '--moves', 200);
   const shape = { clock: 'wall', nodes, partitions, streams: 0, 'publish-rate': 1, 'initial-messages': 1000, 'tick-ms': 1000 };
   const token = randomBytes(18).toString('base64url');
   say(`${nodes} nodes, ${partitions} partitions, ${joining} joining, ${seconds} s of moves; load ${loadavg()[0]!.toFixed(1)}`);
@@ -157,6 +189,8 @@ export async function run(args: string[]): Promise<void> {
     const warm = ticks.filter((t) => t.read === 'changes');
     const whole = ticks.filter((t) => t.read === 'whole');
     const status = await rebalancerStatus(p.client, p.scope);
+    say('the loop\'s and the relay\'s histories');
+    const history = await histories(p.client, p.scope);
     const result = {
       bench: 'scale',
       shape: { nodes, partitions, joining, seconds },
@@ -171,6 +205,7 @@ export async function run(args: string[]): Promise<void> {
       startProcessRssMb: stat(samples.rssMb!),
       dashboard: 'skipped' in dashboard ? dashboard : { firstRenderMs: Math.round(dashboard.firstRenderMs), updateWorkMs: stat(dashboard.updateWorkMs) },
       moves: status.moves,
+      history,
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
     const row = (what: string, s: ReturnType<typeof stat>, target: string) =>
@@ -192,9 +227,37 @@ export async function run(args: string[]): Promise<void> {
       row('dashboard first render, ms', stat([dashboard.firstRenderMs]), `target ${TARGETS.firstRenderMs} ms`);
       row('dashboard browser work per update, ms', stat(dashboard.updateWorkMs), `target ${TARGETS.updateWorkMs} ms`);
     }
+    say(
+      `largest event in the loop's and relay's ${history.runs} run(s): ${history.largestEventKB} KB (${history.largestEventType}), target ${TARGETS.payloadKB} KB; ` +
+        `largest history ${history.largestHistoryKB} KB in ${history.largestHistoryEvents} events, continue-as-new suggested at ${HISTORY_SUGGESTED_KB} KB`,
+    );
     say(`moves: ${JSON.stringify(status.moves)}`);
   } finally {
     await p.close();
     rmSync(p.dir, { recursive: true, force: true });
   }
+  if (inFlight > 0) await movesBeside(inFlight);
+}
+
+/**
+ * Issue 20's relay and move figures, once the product has stopped: `npm run bench -- moves --n N` on its own dev server
+ * and cluster (40 nodes): the relay's lag from a learner's admission to its signal, and the moves' p99 overhead beside
+ * the p99 of as many workflows of a move's shape with nothing behind them, run the same minute.
+ */
+async function movesBeside(n: number): Promise<void> {
+  say(`${n} follower moves at once beside the same-shape floor (npm run bench -- moves --n ${n})`);
+  const lines = await runMoves(['--n', String(n)]);
+  const of = (mode: string) => lines.find((l) => l.mode === mode) ?? {};
+  const [moves, ratio] = [of('temporal'), of('ratio temporal/direct')];
+  const figures = {
+    bench: 'scale',
+    part: `moves bench, ${n} at once`,
+    relayLagMsP99: moves.relay_admitted_lag_ms_p99,
+    overheadP99ToFloorP99: ratio.overhead_p99_to_floor_p99,
+    movesPerMinute: moves.moves_per_minute,
+  };
+  process.stdout.write(`${JSON.stringify(figures)}\n`);
+  say(`relay lag, admission to signal, p99: ${String(figures.relayLagMsP99)} ms, target ${TARGETS.relayLagMs} ms`);
+  say(`moves' overhead p99 / same-run floor p99: ${String(figures.overheadP99ToFloorP99)}, target ${TARGETS.floorRatio}`);
+  say(`moves per minute at ${n} in flight: ${String(figures.movesPerMinute)}`);
 }
