@@ -56,8 +56,15 @@ function logLines(file: string): LogLine[] {
   return out;
 }
 
+/** The snapshot's reads, run side by side: when each was done, from the snapshot's start (activities/rebalancer.ts). */
+const SNAPSHOT_PARTS = ['topologyMs', 'budgetMs', 'endsMs', 'closedMs'] as const;
+type SnapshotPart = (typeof SNAPSHOT_PARTS)[number];
+
 /** The loop's ticks from the worker's log: each snapshot with the plan after it, and how the topology was read for it. */
-export function ticksOf(lines: LogLine[], from: number): { ms: number; snapshotMs: number; planMs: number; read: 'whole' | 'changes' | 'none'; at: number }[] {
+export function ticksOf(
+  lines: LogLine[],
+  from: number,
+): { ms: number; snapshotMs: number; planMs: number; read: 'whole' | 'changes' | 'none'; at: number; parts: Partial<Record<SnapshotPart, number>> }[] {
   const ticks = [];
   let read: 'whole' | 'changes' | 'none' = 'none';
   let snapshot: LogLine | null = null;
@@ -68,7 +75,8 @@ export function ticksOf(lines: LogLine[], from: number): { ms: number; snapshotM
     else if (l.msg === 'planned' && l.component === 'rebalancer' && snapshot !== null) {
       if (snapshot.time >= from) {
         const [snapshotMs, planMs] = [snapshot.ms as number, l.ms as number];
-        ticks.push({ ms: snapshotMs + planMs, snapshotMs, planMs, read, at: snapshot.time });
+        const parts = Object.fromEntries(SNAPSHOT_PARTS.filter((k) => typeof snapshot![k] === 'number').map((k) => [k, snapshot![k] as number]));
+        ticks.push({ ms: snapshotMs + planMs, snapshotMs, planMs, read, at: snapshot.time, parts });
       }
       snapshot = null;
       read = 'none';
@@ -198,6 +206,7 @@ export async function run(args: string[]): Promise<void> {
       warmTickMs: stat(warm.map((t) => t.ms)),
       warmSnapshotMs: stat(warm.map((t) => t.snapshotMs)),
       warmPlanMs: stat(warm.map((t) => t.planMs)),
+      warmSnapshotPartsMs: Object.fromEntries(SNAPSHOT_PARTS.map((k) => [k, stat(warm.flatMap((t) => (t.parts[k] === undefined ? [] : [t.parts[k]])))])),
       wholeReadTickMs: stat(whole.map((t) => t.ms)),
       checkReadMs: stat(checks),
       commandsMs: { status: stat(samples.status!), nodes: stat(samples.nodes!), moves: stat(samples.moves!) },
@@ -213,6 +222,7 @@ export async function run(args: string[]): Promise<void> {
     say(`after ${seconds} s, at load ${result.load}:`);
     row('warm tick (snapshot + plan), ms', result.warmTickMs, `target ${TARGETS.warmTickMs} ms`);
     row('  of which the snapshot, ms', result.warmSnapshotMs, '');
+    for (const [k, v] of Object.entries(result.warmSnapshotPartsMs)) row(`    snapshot's ${k.replace(/Ms$/, '')} read done, ms`, v, 'side by side');
     row('  of which the plan, ms', result.warmPlanMs, '');
     row('tick with a whole read, ms', result.wholeReadTickMs, 'the fallback: at start, after a 410');
     row('whole read checking the model, ms', result.checkReadMs, 'once a minute, beside the ticks');

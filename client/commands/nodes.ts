@@ -9,7 +9,7 @@ import { nodeScores, type ScoresView } from '../../operations/scores';
 import { shareDeviation } from '../../planner/bands';
 import { DIMENSIONS, type Dimension, type NodeBand } from '../../planner/types';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
-import { defineCommand, print, table, withConnection, type CommandDeps } from '../output';
+import { defineCommand, print, table, topologyFromStart, withConnection, type CommandDeps } from '../output';
 
 const MIB = 2 ** 20;
 
@@ -61,9 +61,9 @@ export function register(program: Command, deps: CommandDeps): void {
     examples: ['rebalancer nodes', 'rebalancer nodes --json'],
   }).action(async (opts: { json?: boolean }) => {
     const { planner } = rebalancerSettings(loadEnv());
+    const read = topologyFromStart();
     await withConnection(deps, async (ctx) => {
-      const cluster = await ctx.needBroker();
-      const [topology, moves] = await Promise.all([cluster.topology(), listMoves(ctx.client, ctx.taskQueue)]);
+      const [topology, moves] = await Promise.all([read, listMoves(ctx.client, ctx.taskQueue)]);
       const view = nodeScores(topology, moves, planner);
       print(deps.io, opts.json, view, () => describe(view));
     });

@@ -3,7 +3,7 @@ import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '.
 import type { RebalancerStatus } from '../../rules/definitions';
 import { formatBytes } from '../../rules/format';
 import { rebalancerStatus } from '../../operations/rebalancer';
-import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
+import { defineCommand, moveLabel, table, topologyFromStart, withConnection, type CommandDeps } from '../output';
 import { planLines } from './approve';
 import { loopScope } from './pause';
 
@@ -60,8 +60,9 @@ export function register(program: Command, deps: CommandDeps): void {
       'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing, and the under-replicated partitions with the repairs running',
     examples: ['rebalancer status', 'rebalancer status --json'],
   }).action(async (opts: { json?: boolean }) => {
+    const read = topologyFromStart();
     await withConnection(deps, async (ctx) => {
-      const [s, topology] = await Promise.all([rebalancerStatus(ctx.client, loopScope(ctx)), ctx.cluster.topology()]);
+      const [s, topology] = await Promise.all([rebalancerStatus(ctx.client, loopScope(ctx)), read]);
       // A loop started before repairs existed carries settings without the timeout: the default is what it plans with.
       const replaceAfterMs = s.settings.planner.replaceAfterMs ?? DEFAULT_PLANNER_CONFIG.replaceAfterMs;
       const repairs = s.inFlight.filter((m) => m.op === 'follower_replace');

@@ -15,7 +15,7 @@ describe('the scale bench', () => {
       line(3, 'planned', 'rebalancer', { ms: 40 }),
       line(10, 'topology read', 'topology', { read: 'changes', ms: 20 }),
       line(11, 'topology read', 'topology', { read: 'whole', ms: 1800, checked: true }),
-      line(11, 'snapshot', 'rebalancer', { ms: 60 }),
+      line(11, 'snapshot', 'rebalancer', { ms: 60, topologyMs: 20, endsMs: 55, tracked: 3 }),
       line(12, 'move started', 'rebalancer'),
       line(13, 'planned', 'rebalancer', { ms: 35 }),
       // A plan with no snapshot before it (a drain's) is no tick of the loop.
@@ -24,9 +24,9 @@ describe('the scale bench', () => {
       line(21, 'planned', 'rebalancer', { ms: 30 }),
     ];
     expect(ticksOf(lines, 0)).toEqual([
-      { ms: 2140, snapshotMs: 2100, planMs: 40, read: 'whole', at: 2 },
-      { ms: 95, snapshotMs: 60, planMs: 35, read: 'changes', at: 11 },
-      { ms: 80, snapshotMs: 50, planMs: 30, read: 'none', at: 20 },
+      { ms: 2140, snapshotMs: 2100, planMs: 40, read: 'whole', at: 2, parts: {} },
+      { ms: 95, snapshotMs: 60, planMs: 35, read: 'changes', at: 11, parts: { topologyMs: 20, endsMs: 55 } },
+      { ms: 80, snapshotMs: 50, planMs: 30, read: 'none', at: 20, parts: {} },
     ]);
     expect(ticksOf(lines, 5).map((t) => t.at)).toEqual([11, 20]);
   });
