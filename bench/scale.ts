@@ -195,7 +195,8 @@ export async function run(args: string[]): Promise<void> {
     const ticks = ticksOf(lines, joinedAt);
     const checks = lines.filter((l) => l.msg === 'topology read' && l.component === 'topology' && l.checked === true && l.time >= joinedAt).map((l) => l.ms as number);
     const warm = ticks.filter((t) => t.read === 'changes');
-    const whole = ticks.filter((t) => t.read === 'whole');
+    // The fallback happens at the loop's start (before the join) and after a 410: every one since the product started.
+    const whole = ticksOf(lines, 0).filter((t) => t.read === 'whole');
     const status = await rebalancerStatus(p.client, p.scope);
     say('the loop\'s and the relay\'s histories');
     const history = await histories(p.client, p.scope);
