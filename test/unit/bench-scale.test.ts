@@ -3,7 +3,7 @@
  * it, counted warm only when the topology was read by its changes, and only from the time asked.
  */
 import { describe, expect, it } from 'vitest';
-import { ticksOf } from '../../bench/scale';
+import { ticksOf, wholeReads } from '../../bench/scale';
 
 const line = (time: number, msg: string, component: string, extra: Record<string, unknown> = {}) => ({ time, msg, component, ...extra });
 
@@ -29,5 +29,7 @@ describe('the scale bench', () => {
       { ms: 80, snapshotMs: 50, planMs: 30, read: 'none', at: 20, parts: {} },
     ]);
     expect(ticksOf(lines, 5).map((t) => t.at)).toEqual([11, 20]);
+    // The fallback: the model's whole reads, not the check beside the reads.
+    expect(wholeReads(lines)).toEqual([2000]);
   });
 });
