@@ -17,7 +17,7 @@ import { type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSetti
 import { basisOf, staleSteps, type Holds } from '../rules/rebalancer-approval';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../rules/rebalancer-drain-rules';
 import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../rules/rebalancer-rules';
-import { closedSince, CooledMoves } from '../operations/closed';
+import { CooledMoves, withMoves } from '../operations/closed';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -148,9 +148,8 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
   };
   /** This worker's partition cooldowns, per task queue (one loop each). */
   const books = new Map<string, CooledMoves>();
-  const taskQueue = (): string => Context.current().info.taskQueue;
   const cooledMoves = (): CooledMoves => {
-    const queue = taskQueue();
+    const queue = Context.current().info.taskQueue;
     let book = books.get(queue);
     if (!book) books.set(queue, (book = new CooledMoves(deps.client, queue)));
     return book;
@@ -159,14 +158,14 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
   const addCooledMoves = async <R extends { cooldowns: PlanInput['cooldowns']; cooled?: boolean }>(request: R, config: Pick<PlannerConfig, 'partitionCooldownMs'>): Promise<R> => {
     if (!request.cooled) return request;
     const moves = await cooledMoves().current(config.partitionCooldownMs, SAME_TICK_MS);
-    return { ...request, cooldowns: { ...request.cooldowns, moves: { ...request.cooldowns.moves, ...moves } } };
+    return { ...request, cooldowns: withMoves(request.cooldowns, moves) };
   };
   return {
     /**
      * Every move in flight as the planner counts it, which tracked moves ended, what blocks planning and, from
-     * `closedAfter` (epoch ms) on, every reconfiguration that completed on this task queue. With `coolFor` (the
-     * partition cooldown), what completed is also kept in this worker's book of partition cooldowns, which the
-     * loop's plan reads (`cooled`), so the loop's state never holds them.
+     * `closedAfter` (epoch ms) on, every reconfiguration that completed on this task queue. What completed is also
+     * kept, for `coolFor` (the partition cooldown), in this worker's book of partition cooldowns, which the loop's
+     * plan reads (`cooled`), so the loop's state never holds them.
      */
     async rebalancerSnapshot(tracked: TrackedMove[], drainedNode?: string | null, closedAfter?: number, coolFor?: number): Promise<Snapshot> {
       const started = performance.now();
@@ -180,15 +179,16 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         timed('topologyMs', deps.cluster.topology()),
         timed('budgetMs', deps.cluster.syncBudget()),
         timed('endsMs', Promise.all(tracked.map((m) => endOf(deps.client, m)))),
-        closedAfter === undefined ? undefined : timed('closedMs', coolFor === undefined ? closedSince(deps.client, taskQueue(), closedAfter) : cooledMoves().look(coolFor, closedAfter)),
+        closedAfter === undefined ? undefined : timed('closedMs', cooledMoves().look(coolFor ?? DEFAULT_PLANNER_CONFIG.partitionCooldownMs, closedAfter)),
       ]);
       remember(topology);
       const ended = ends.filter((e): e is EndedMove => e !== null);
-      if (coolFor !== undefined) {
+      if (closed !== undefined) {
         // The loop's own moves, from Temporal's record of each: visibility may list one only a little later.
         const completed = new Set(ended.filter((e) => e.status === 'completed').map((e) => e.runId));
         const at = Date.now();
-        cooledMoves().record(tracked.filter((m) => completed.has(m.runId)).map((m) => ({ partition: m.partition, from: m.from, to: m.to, closedAt: at })), coolFor, at);
+        const own = tracked.filter((m) => completed.has(m.runId)).map((m) => ({ partition: m.partition, from: m.from, to: m.to, closedAt: at }));
+        cooledMoves().record(own, coolFor ?? DEFAULT_PLANNER_CONFIG.partitionCooldownMs);
       }
       const endedRuns = new Set(ended.map((e) => e.runId));
       const snapshot: Snapshot = {
@@ -200,7 +200,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         // Null from the loop: an absent argument arrives as null through the payload converter.
         left: drainedNode == null ? null : drainLeft(topology, drainedNode),
         ...(closed === undefined ? {} : { closed }),
-        ...(coolFor === undefined ? {} : { cooling: cooledMoves().count() }),
+        ...(closed === undefined ? {} : { cooling: cooledMoves().count() }),
       };
       // The tick's cost at size (docs/scale.md): the topology read and the rest.
       log?.debug({ ms: Math.round(performance.now() - started), ...took, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');

@@ -6,9 +6,9 @@
  */
 import type { Client } from '@temporalio/client';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
-import type { CooledMove } from '../planner/types';
+import type { Cooldowns, CooledMove } from '../planner/types';
 import { drainWorkflowId, RECONFIGURATION_ID_PREFIX, type RebalancerStatus } from '../rules/definitions';
-import { pruneCooldowns, recordClosed, VISIBILITY_LAG_MS, type ClosedReconfiguration } from '../rules/rebalancer-rules';
+import { cool, VISIBILITY_LAG_MS, type ClosedReconfiguration } from '../rules/rebalancer-rules';
 import { PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
 
 /**
@@ -23,7 +23,7 @@ const FINISHING_PHASES = ['removing', 'promoting', 'committing_owner', 'complete
  * move's last phase is `completed` only when its outcome is, and its source and target attributes name the nodes
  * the copy (or owner role) left and arrived on.
  */
-export async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
+async function closedSince(client: Client, taskQueue: string, since: number): Promise<ClosedReconfiguration[]> {
   const finishing = FINISHING_PHASES.map((phase) => `RebalancePhase = "${phase}"`).join(' OR ');
   const query =
     `WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)} AND (` +
@@ -63,15 +63,20 @@ export class CooledMoves {
     const now = Date.now();
     const since = this.lookedAt === null ? now - windowMs - VISIBILITY_LAG_MS : Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
     const closed = await closedSince(this.client, this.taskQueue, since);
-    this.record(closed, windowMs, now);
+    this.record(closed, windowMs);
+    // Ended cooldowns go here, once a look: in place, as the book holds thousands at size and a tick looks every time.
+    for (const [partition, list] of Object.entries(this.moves)) {
+      const running = list.filter((m) => m.until > now);
+      if (running.length === 0) delete this.moves[partition];
+      else if (running.length < list.length) this.moves[partition] = running;
+    }
     this.lookedAt = now;
     return closed.filter((c) => c.closedAt > after);
   }
 
   /** Records completed reconfigurations the caller learnt of itself (the loop's own, from Temporal's record of each). */
-  record(closed: readonly ClosedReconfiguration[], windowMs: number, now = Date.now()): void {
-    const cooled = recordClosed({ nodes: {}, partitions: {}, moves: this.moves }, closed, { nodeCooldownMs: 0, partitionCooldownMs: windowMs });
-    this.moves = pruneCooldowns(cooled, now).moves ?? {};
+  record(closed: readonly ClosedReconfiguration[], windowMs: number): void {
+    for (const c of closed) cool({}, this.moves, c, c.closedAt, { nodeCooldownMs: 0, partitionCooldownMs: windowMs }, false);
   }
 
   /** The cooldowns, looked up afresh when the last look is older than `freshMs`. */
@@ -80,21 +85,24 @@ export class CooledMoves {
     return this.moves;
   }
 
-  /** Partitions cooling now. */
+  /** Partitions cooling at the last look. */
   count(): number {
     return Object.keys(this.moves).length;
   }
 }
 
+/** `cooldowns` with the partition cooldowns of completed reconfigurations added (a state from an older run may hold some). */
+export function withMoves(cooldowns: Cooldowns, moves: Record<string, CooledMove[]>): Cooldowns {
+  return { ...cooldowns, moves: cooldowns.moves ? { ...cooldowns.moves, ...moves } : moves };
+}
+
 /** The partition cooldowns a loop on `taskQueue` plans with now, listed whole (a dry run holds no book of its own). */
-export async function cooledMovesOf(client: Client, taskQueue: string, windowMs: number): Promise<Record<string, CooledMove[]>> {
-  const book = new CooledMoves(client, taskQueue);
-  await book.look(windowMs);
-  return book.current(windowMs, Infinity);
+export function cooledMovesOf(client: Client, taskQueue: string, windowMs: number): Promise<Record<string, CooledMove[]>> {
+  return new CooledMoves(client, taskQueue).current(windowMs, Infinity);
 }
 
 /** The loop's status with the partition cooldowns its plan reads (its worker's book, listed here from visibility). */
 export async function withCooledMoves(client: Client, taskQueue: string, loop: RebalancerStatus): Promise<RebalancerStatus> {
   const moves = await cooledMovesOf(client, taskQueue, { ...DEFAULT_PLANNER_CONFIG, ...loop.settings.planner }.partitionCooldownMs);
-  return { ...loop, cooldowns: { ...loop.cooldowns, moves: { ...loop.cooldowns.moves, ...moves } } };
+  return { ...loop, cooldowns: withMoves(loop.cooldowns, moves) };
 }

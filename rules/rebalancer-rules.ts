@@ -125,7 +125,7 @@ export interface ClosedReconfiguration {
  * Sets a completed reconfiguration's cooldowns: its receiving node's (unless `coolNode` is false), and its
  * partition's from and to (longest wins).
  */
-function cool(
+export function cool(
   nodes: Record<string, number>,
   moves: Record<string, CooledMove[]>,
   m: { partition: string; from: string | null; to: string },
