@@ -54,7 +54,7 @@ export function balanceFollowers(tp: TickPlanner): void {
     for (const n of tp.st.nodes) {
       if (tp.receiverOk(n) && tp.copyRecvDev(n) < 0) {
         allReceivers.push(n);
-        if (smallestReceiver === null || n.cap < smallestReceiver.cap) smallestReceiver = n;
+        if (smallestReceiver === null || n.capMin < smallestReceiver.capMin) smallestReceiver = n;
       }
       if (tp.st.stays(n) && !tp.cooling(n) && !tp.excluded(n) && tp.dev(n) > 0) above.push(n);
     }
@@ -65,7 +65,7 @@ export function balanceFollowers(tp: TickPlanner): void {
       tp.noteOutsideBand();
       return;
     }
-    const minRecvCap = smallestReceiver!.cap;
+    const minRecvCap = smallestReceiver!.capMin;
     let best: Candidate | null = null;
     // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
     // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
@@ -88,11 +88,11 @@ export function balanceFollowers(tp: TickPlanner): void {
     }
     for (const s of sources) {
       // A pair's spread improves by at most the larger of its two score changes: skip sources that cannot reach the margin.
-      if (tp.st.maxFollowerDelta(Math.min(s.cap, minRecvCap)) < minImprovement) continue;
+      if (tp.st.maxFollowerDelta(Math.min(s.capMin, minRecvCap)) < minImprovement) continue;
       const ds = tp.dev(s);
-      const small = s.cap <= minRecvCap ? s : smallestReceiver!;
+      const smallCap = Math.min(s.capMin, minRecvCap);
       for (const p of s.parts) {
-        if (best !== null && !tp.mayBeat(best, tp.st.copyDelta(p, small, false, 1), tp.meter.sourceFit(p, s))) continue;
+        if (best !== null && !tp.mayBeat(best, tp.st.followerBound(p, smallCap), tp.meter.sourceFit(p, s))) continue;
         if (tp.st.owner[p] === s.index || !tp.st.isFollower(p, s.index)) continue;
         if (!tp.partFree(p)) {
           tp.notePinned(p);

@@ -51,9 +51,24 @@ function setting(bands: Bands, d: Dimension | GuardDimension): number {
   return bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
 }
 
+/** Node n's capacity as dimension d's share counts it: copies go by its zone's share of them (`NodeState.capCopy`). */
+function capIn(n: NodeState, d: Dimension | GuardDimension): number {
+  switch (d) {
+    case 'replicas':
+    case 'disk':
+    case 'publishes':
+      return n.capCopy;
+    case 'traffic':
+      return n.capTraffic;
+    case 'owned':
+    case 'deliveries':
+      return n.cap;
+  }
+}
+
 /** Node n's band in dimension d (its share and the half width around it), from the cluster's total per capacity. */
 export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension, load = loadOf(n, d)): Band {
-  const share = st.perCap[d] * n.cap;
+  const share = st.perCap[d] * capIn(n, d);
   const half = Math.max(setting(bands, d) * share, unit(st, d));
   return { load, share, low: share - half, high: share + half };
 }
@@ -76,6 +91,8 @@ export const MOVED = ['replicas', 'disk', 'publishes'] as const;
 /** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
 const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
 const [REPLICAS, OWNED, DISK, TRAFFIC, PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
+/** Which capacity each index's share counts (see `capIn`), as numbers for the inner loops: copies 0, plain 1, traffic 2. */
+const CAP_KIND = [0, 1, 0, 2, 0, 1] as const;
 /** The dimensions a follower copy moves, by index, as operators see them (traffic whole). */
 const COPY_DIMENSIONS = [REPLICAS, DISK, TRAFFIC] as const;
 
@@ -117,15 +134,21 @@ export class BandMeter {
     });
   }
 
+  /** Node n's share in dimension i. */
+  private shareOf(n: NodeState, i: number): number {
+    const kind = CAP_KIND[i];
+    return this.share[i]! * (kind === 0 ? n.capCopy : kind === 1 ? n.cap : n.capTraffic);
+  }
+
   /** How far load x of node n lies outside its band in dimension i, as a fraction of its share (0 inside). */
   private excess(n: NodeState, i: number, x: number): number {
-    const share = this.share[i]! * n.cap;
+    const share = this.shareOf(n, i);
     return outside(x, share, Math.max(this.frac[i]! * share, this.floor[i]!));
   }
 
   /** (x - share)² / share² of node n in dimension i: squared, so a step nearer every share beats one overshooting one. */
   private dist(n: NodeState, i: number, x: number): number {
-    const share = this.share[i]! * n.cap;
+    const share = this.shareOf(n, i);
     if (share <= 0) return 0;
     const dev = (x - share) / share;
     return dev * dev;
@@ -159,8 +182,8 @@ export class BandMeter {
    * node that owns nothing yet has little traffic, and copies sent to make up its deliveries would overfill it.
    */
   private trafficAfterHandoffs(n: NodeState, load: number): number {
-    const gap = this.share[DELIVERIES]! * n.cap - n.deliveries;
-    const share = this.share[TRAFFIC]! * n.cap;
+    const gap = this.shareOf(n, DELIVERIES) - n.deliveries;
+    const share = this.shareOf(n, TRAFFIC);
     const half = Math.max(this.frac[TRAFFIC]! * share, this.floor[TRAFFIC]!);
     return gap > 0 ? Math.min(load + gap, Math.max(load, share + half)) : Math.max(load + gap, Math.min(load, share - half));
   }
@@ -177,7 +200,7 @@ export class BandMeter {
 
   /** A copy leaving s takes it below its replica share. */
   belowReplicaShareWithout(s: NodeState): boolean {
-    return s.owned + s.followed - 1 < this.share[REPLICAS]! * s.cap;
+    return s.owned + s.followed - 1 < this.shareOf(s, REPLICAS);
   }
 
   /** A copy leaving s takes it further below its replica band. */
@@ -188,17 +211,17 @@ export class BandMeter {
 
   /** Some node that stays could give a copy and still hold its replica share. */
   anyAboveReplicaShare(): boolean {
-    return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed - 1 >= this.share[REPLICAS]! * n.cap);
+    return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed - 1 >= this.shareOf(n, REPLICAS));
   }
 
   /** Some node that stays holds more copies than its replica band allows. */
   anyAboveReplicaBand(): boolean {
-    return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed > this.share[REPLICAS]! * n.cap && this.excess(n, REPLICAS, n.owned + n.followed) > 0);
+    return this.st.nodes.some((n) => this.st.stays(n) && n.owned + n.followed > this.shareOf(n, REPLICAS) && this.excess(n, REPLICAS, n.owned + n.followed) > 0);
   }
 
   /** Node n owns fewer partitions than its owned band allows. */
   ownsTooFew(n: NodeState): boolean {
-    return n.owned < this.share[OWNED]! * n.cap && this.excess(n, OWNED, n.owned) > 0;
+    return n.owned < this.shareOf(n, OWNED) && this.excess(n, OWNED, n.owned) > 0;
   }
 
   /** Handing an owner role from s to d lowers their summed excess outside the owned band. */
@@ -273,7 +296,7 @@ export class BandMeter {
   beyond(n: NodeState, sign: 1 | -1): number {
     let sum = 0;
     for (const i of COPY_DIMENSIONS) {
-      const share = this.share[i]! * n.cap;
+      const share = this.shareOf(n, i);
       if (share > 0) sum += this.gap(n, i, i === REPLICAS ? n.owned + n.followed : i === DISK ? n.bytes : n.traffic, sign) / share;
     }
     return sum;
@@ -284,7 +307,7 @@ export class BandMeter {
    * (1: what it lacks, -1: what it has too much).
    */
   private gap(n: NodeState, i: number, load: number, sign: 1 | -1, edge = false): number {
-    const share = this.share[i]! * n.cap;
+    const share = this.shareOf(n, i);
     const half = edge ? Math.max(this.frac[i]! * share, this.floor[i]!) : 0;
     return Math.max(0, sign * (share - sign * half - load));
   }

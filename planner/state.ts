@@ -6,6 +6,7 @@
  */
 import type { Node, Partition, Topology } from '../cluster/contract';
 import { lostReason } from './lost';
+import { zoneFactors } from './zones';
 import type { Dimension, GuardDimension, InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig, ScoreWeights } from './types';
 
 export interface NodeState {
@@ -13,6 +14,17 @@ export interface NodeState {
   id: string;
   zone: string;
   cap: number;
+  /**
+   * Capacity as each share counts it, `cap` scaled by the zone rule (zones.ts): copies, history and publishes go by
+   * the node's share of its zone's copies; followed copies by that less its owner roles' share; traffic by its
+   * publishes' and deliveries' shares together. Owner roles and deliveries go by `cap`: the zone rule holds copies,
+   * not which copy owns. All equal `cap` where the zone rule binds nothing.
+   */
+  capCopy: number;
+  capFollowed: number;
+  capTraffic: number;
+  /** The least of the four: what bounds one copy's change to the node's score. */
+  capMin: number;
   live: boolean;
   draining: boolean;
   /** Holds a suspended (restarted, rejoining) replica: recovery transfers to it come first, so it receives nothing. */
@@ -83,6 +95,8 @@ export class ClusterState {
   readonly hw: Float64Array;
   readonly pub: Float64Array;
   readonly del: Float64Array;
+  /** Per partition: its replication factor. */
+  private readonly rf: Uint8Array;
   /** Per partition: the fewest bytes a copy of it costs anywhere: its history, or less at a retained copy. */
   readonly cheapest: Float64Array;
   /** Per partition: why it is not touched now (a change in flight, a stream, ...), or null. */
@@ -135,6 +149,10 @@ export class ClusterState {
         id: n.id,
         zone: n.zone,
         cap: n.capacity,
+        capCopy: n.capacity,
+        capFollowed: n.capacity,
+        capTraffic: n.capacity,
+        capMin: n.capacity,
         live: n.live,
         draining: n.draining || draining.has(n.id),
         suspended: false,
@@ -167,6 +185,7 @@ export class ClusterState {
     this.pub = new Float64Array(count);
     this.del = new Float64Array(count);
     this.cheapest = new Float64Array(count);
+    this.rf = new Uint8Array(count);
     this.busy = new Array<string | null>(count).fill(null);
     this.copyCount = new Uint8Array(count);
     this.copyNode = new Int32Array(count * this.stride);
@@ -208,6 +227,7 @@ export class ClusterState {
       publishes: perCap(total.traffic - total.deliveries),
       deliveries: perCap(total.deliveries),
     };
+    this.zoneShares();
     const per = (x: number, weight: number): number => (x > 0 && activeCap > 0 ? (weight * activeCap) / x : 0);
     const cw = config.weights;
     this.w = {
@@ -228,6 +248,33 @@ export class ClusterState {
       this.wSum;
   }
 
+  /** Each node's capacity per share, scaled by its zone's share of the copies (zones.ts). */
+  private zoneShares(): void {
+    const nodes = this.nodes;
+    const factor = zoneFactors({
+      zone: nodes.map((n) => n.zone),
+      cap: nodes.map((n) => n.cap),
+      stays: nodes.map((n) => this.stays(n)),
+      partitions: this.partCount,
+      rf: (p) => this.rf[p]!,
+      copies: (p, visit) => {
+        for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) visit(this.copyNode[i]!);
+      },
+      total: this.perCap.replicas * this.activeCap,
+    });
+    const { replicas, owned, followed, publishes, deliveries, traffic } = { ...this.perCap, followed: this.perCap.replicas - this.perCap.owned };
+    for (const n of nodes) {
+      const f = factor[n.index]!;
+      if (f === 1) continue;
+      n.capCopy = n.cap * f;
+      // A zone the rule keeps from holding copies for its owner roles' share (more zones than copies, one zone holding
+      // most of the capacity) still has a followed share: a tenth of its copies'.
+      n.capFollowed = followed > 0 ? (n.cap * Math.max(replicas * f - owned, 0.1 * replicas * f)) / followed : n.cap;
+      n.capTraffic = traffic > 0 ? (n.cap * (publishes * f + deliveries)) / traffic : n.cap;
+      n.capMin = Math.min(n.cap, n.capCopy, n.capFollowed, n.capTraffic);
+    }
+  }
+
   /**
    * The partition records into the flat arrays and their copies' load onto their nodes. A method of its own: V8
    * optimizes it once and reuses that code every tick, where a loop inside the constructor is compiled anew each time.
@@ -240,6 +287,7 @@ export class ClusterState {
     if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
     const bytes = num(p.historyBytes);
     this.bytes[index] = bytes;
+    this.rf[index] = p.replicationFactor;
     this.hw[index] = bytes / (bytes + k);
     this.pub[index] = num(p.publishRate);
     this.del[index] = num(p.deliveryRate);
@@ -480,14 +528,14 @@ export class ClusterState {
   /** Score without the transient sync term: what the node carries once its transfers are done. */
   steady(n: NodeState): number {
     const w = this.w;
-    return (w.owned * n.owned + w.followed * n.followed + w.history * n.hist + w.traffic * n.traffic) / (n.cap * this.wSum);
+    return ((w.owned * n.owned) / n.cap + (w.followed * n.followed) / n.capFollowed + (w.history * n.hist) / n.capCopy + (w.traffic * n.traffic) / n.capTraffic) / this.wSum;
   }
 
   syncTerm(n: NodeState): number {
     return (this.w.sync * n.sync) / (n.cap * this.wSum);
   }
 
-  /** The largest change one follower copy makes to the steady score of a node of capacity `cap`. */
+  /** The largest change one follower copy makes to the steady score of a node of capacity `cap` (its `capMin`). */
   maxFollowerDelta(cap: number): number {
     if (this.maxFollowerLoad < 0) this.maxFollowerLoad = this.largestFollowerLoad();
     return this.maxFollowerLoad / (cap * this.wSum);
@@ -505,8 +553,14 @@ export class ClusterState {
   /** Change of a node's steady score when a copy of p in the given role arrives (sign 1) or leaves (-1). */
   copyDelta(p: number, n: NodeState, owner: boolean, sign: 1 | -1): number {
     const w = this.w;
-    const v = (owner ? w.owned : w.followed) + w.history * this.hw[p]! + w.traffic * this.copyTraffic(p, owner);
-    return (sign * v) / (n.cap * this.wSum);
+    const v = (owner ? w.owned / n.cap : w.followed / n.capFollowed) + (w.history * this.hw[p]!) / n.capCopy + (w.traffic * this.copyTraffic(p, owner)) / n.capTraffic;
+    return (sign * v) / this.wSum;
+  }
+
+  /** At least the change a follower copy of p makes to the steady score of any node whose `capMin` is `cap` or more. */
+  followerBound(p: number, cap: number): number {
+    const w = this.w;
+    return (w.followed + w.history * this.hw[p]! + w.traffic * this.copyTraffic(p, false)) / (cap * this.wSum);
   }
 
   /**
@@ -517,13 +571,13 @@ export class ClusterState {
     const { owned, deliveries } = this.perCap;
     if (owned <= 0) return 0;
     const w = this.w;
-    return ((owned * n.cap - n.owned) * (w.owned - w.followed + (w.traffic * deliveries) / owned)) / (n.cap * this.wSum);
+    return ((owned * n.cap - n.owned) * (w.owned / n.cap - w.followed / n.capFollowed + (w.traffic * deliveries) / owned / n.capTraffic)) / this.wSum;
   }
 
   /** Change of a node's steady score when it becomes p's owner (sign 1) or stops being it (-1), keeping its copy. */
   roleDelta(p: number, n: NodeState, sign: 1 | -1): number {
     const w = this.w;
-    return (sign * (w.owned - w.followed + w.traffic * this.del[p]!)) / (n.cap * this.wSum);
+    return (sign * (w.owned / n.cap - w.followed / n.capFollowed + (w.traffic * this.del[p]!) / n.capTraffic)) / this.wSum;
   }
 
   /** The nodes the mean is over: live and not draining. */
@@ -561,9 +615,9 @@ export class ClusterState {
         live: n.live,
         draining: n.draining,
         owned: (w.owned * n.owned) / (n.cap * f),
-        followed: (w.followed * n.followed) / (n.cap * f),
-        history: (w.history * n.hist) / (n.cap * f),
-        traffic: (w.traffic * n.traffic) / (n.cap * f),
+        followed: (w.followed * n.followed) / (n.capFollowed * f),
+        history: (w.history * n.hist) / (n.capCopy * f),
+        traffic: (w.traffic * n.traffic) / (n.capTraffic * f),
         sync: this.syncTerm(n),
         total: steady + this.syncTerm(n),
       };

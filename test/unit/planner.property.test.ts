@@ -413,7 +413,8 @@ describe('planner plans pinned', () => {
    * handoffs, follower moves no longer making them up in copies: 1067 became 1064, and the ring 1064 became 1015; a
    * band move that leaves both nodes inside every band needs no margin: the ring 1015 became 1016; sources judged
    * after their handoffs and copies fitted to the band edges: 1098, the ring 948; owner handoffs keep the owned band
-   * but from a source above the score's band, and one that brings a pair nearer it needs no margin: 1098 became 1131).
+   * but from a source above the score's band, and one that brings a pair nearer it needs no margin: 1098 became 1131;
+   * copies' shares go by what the zone rule lets each zone hold: 1131 became 1136).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -430,7 +431,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1131, sha: '8375f9ace8facae25aa5c2bae8d78be0843b195a5739583bb85026f70879e5ba' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1136, sha: '3f61c5733140131d8f71fa15dd91558785a1b322a633fa3b803d5a3495628c99' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {

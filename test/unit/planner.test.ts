@@ -188,21 +188,23 @@ describe('planner: the policy', () => {
     expect(plan.spreadAfter).toBeLessThanOrEqual(config.threshold);
   });
 
-  it('names a node the zone rule keeps above the band, once it has shed what it can, and reads it as the limit', () => {
-    // n3 is z3's only node and holds a copy of every partition; n4 joins z1 empty.
+  it("measures a zone's only node against what its zone must hold, not against its capacity's share", () => {
+    // n3 is z3's only node and holds a copy of every partition, as the zone rule has it; n4 joins z1 empty.
     const nodes = [node('n1', { zone: 'z1' }), node('n2', { zone: 'z2' }), node('n3', { zone: 'z3' }), node('n5', { zone: 'z2' }), node('n4', { zone: 'z1' })];
     const t = topology(nodes, Array.from({ length: 12 }, (_, i) => partition(`q-${i}`, i % 2 ? 'n2' : 'n5', ['n1', 'n3'])));
-    expect(zoneBoundNodes(input(t), config)).toEqual([{ node: 'n3', reason: expect.stringMatching(/^every copy on n3 stays by the zone rule/) }]);
+    // Its replica share is every partition, where its capacity's share would be 7.2 of 36 copies: nothing holds it above a band.
+    expect(scoreNodes(input(t), config).nodes.find((n) => n.node === 'n3')!.bands!.replicas).toMatchObject({ load: 12, share: 12, inside: true });
+    expect(zoneBoundNodes(input(t), config)).toEqual([]);
     const plan = planToConvergence(input(t), config);
     expect(plan.steps.filter((s) => s.from === 'n3')).toEqual([]);
     const left = afterSteps(t, plan.steps);
-    const rest = planToConvergence(input(left), config);
-    expect(rest.steps).toEqual([]);
-    expect(rest.idleReason).toMatch(/^n3 is \d\.\d+ above the mean, but every copy on n3 stays by the zone rule: .* it sheds owner roles only$/);
-    // Every other node ends inside the band: n3 alone is the limit.
-    expect(scoreNodes(input(left), config).nodes.filter((n) => n.node !== 'n3' && Math.abs(n.total - 1) > config.threshold)).toEqual([]);
-    // n1 is not bound: a copy on it may move within z1, to n4.
-    expect(zoneBoundNodes(input(t), config).map((b) => b.node)).not.toContain('n1');
+    // Every node ends inside the score's band and every dimension's band, n3 too, and planning again proposes nothing.
+    const after = scoreNodes(input(left), config).nodes;
+    expect(after.filter((n) => Math.abs(n.total - 1) > config.threshold).map((n) => n.node)).toEqual([]);
+    expect(after.flatMap((n) => Object.entries(n.bands!).filter(([, b]) => !b.inside).map(([d]) => `${n.node} ${d}`))).toEqual([]);
+    expect(planToConvergence(input(left), config).steps).toEqual([]);
+    // z2's two nodes share the 12 copies z2 holds, 6 each: n3's copies leave no excess for them to take up.
+    expect(after.find((n) => n.node === 'n2')!.bands!.replicas).toMatchObject({ load: 6, share: 6 });
   });
 
   it('respects capacities: a node of capacity 2 ends with about twice the copies of a node of capacity 1', () => {
