@@ -100,7 +100,11 @@ export function zoneFactors(input: ZoneInput): Float64Array {
   const perCap = input.total / activeCap;
   for (let i = 0; i < n; i++) {
     const z = zoneOf[i]!;
-    if (z >= 0) factor[i] = held_(hi, z) / cap[z]! / perCap;
+    // Where no bound binds, the bisection's last bits would still nudge every score: plain capacity, exactly.
+    if (z >= 0) {
+      const f = held_(hi, z) / cap[z]! / perCap;
+      factor[i] = Math.abs(f - 1) < 1e-9 ? 1 : f;
+    }
   }
   return factor;
 }

@@ -431,7 +431,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1136, sha: '3f61c5733140131d8f71fa15dd91558785a1b322a633fa3b803d5a3495628c99' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1136, sha: '1dc9749a926300dc97fcb6304e5807992d1ba4f3c3f52b652296b1d2970d11e4' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
