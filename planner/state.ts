@@ -255,11 +255,10 @@ export class ClusterState {
       zone: nodes.map((n) => n.zone),
       cap: nodes.map((n) => n.cap),
       stays: nodes.map((n) => this.stays(n)),
-      partitions: this.partCount,
-      rf: (p) => this.rf[p]!,
-      copies: (p, visit) => {
-        for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) visit(this.copyNode[i]!);
-      },
+      rf: this.rf,
+      copyCount: this.copyCount,
+      copyNode: this.copyNode,
+      stride: this.stride,
       total: this.perCap.replicas * this.activeCap,
     });
     const { replicas, owned, followed, publishes, deliveries, traffic } = { ...this.perCap, followed: this.perCap.replicas - this.perCap.owned };

@@ -8,13 +8,17 @@ import { zoneFactors, type ZoneInput } from '../../planner/zones';
 
 /** Nodes as [zone, capacity], partitions as the node indexes of their copies (replication factor = their count). */
 function factors(nodes: [string, number][], parts: number[][], stays = nodes.map(() => true)): number[] {
+  const stride = 4;
+  const copyNode = new Int32Array(parts.length * stride);
+  parts.forEach((p, i) => copyNode.set(p, i * stride));
   const input: ZoneInput = {
     zone: nodes.map(([z]) => z),
     cap: nodes.map(([, c]) => c),
     stays,
-    partitions: parts.length,
-    rf: (p) => parts[p]!.length,
-    copies: (p, visit) => parts[p]!.forEach(visit),
+    rf: Uint8Array.from(parts, (p) => p.length),
+    copyCount: Uint8Array.from(parts, (p) => p.length),
+    copyNode,
+    stride,
     total: parts.reduce((s, p) => s + p.length, 0),
   };
   return Array.from(zoneFactors(input));
