@@ -34,7 +34,7 @@ function describeBands(v: ScoresView): string[] {
     '',
     table([['NODE', ...DIMENSIONS.map((d) => d.toUpperCase())], ...rows]),
     '',
-    `each dimension against the node's share of the cluster's total by capacity (bands on ${staying[0]!.node}: ${widths.join(', ')}); ` +
+    `each dimension against the node's share of the cluster's total by capacity, of what copies carry as its zone must hold (bands on ${staying[0]!.node}: ${widths.join(', ')}); ` +
       (outside.length === 0 ? 'every node inside every band' : `outside: ${outside.join(', ')}`),
   ];
 }
