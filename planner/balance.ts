@@ -132,14 +132,14 @@ export function balanceFollowers(tp: TickPlanner): void {
 
 /**
  * Owner handoffs to an admitted follower, once no follower move is in flight or proposed. Two reasons, each under
- * its two-sided band rule. The total score, where it is still outside the band (the zone rule can hold every copy
- * of a zone's only node, see `zoneBound`, or keep away every copy a node could take): owner roles, the part of the
- * load a handoff moves, go from a node above the mean to a follower below it, one of them outside the band, while
- * the pair's spread improves. Then owned partitions per capacity (`od`), with the totals kept from spreading
- * further. The total is the note's load score: owned counts give way to it where both cannot be met, but only for a
- * source above the band; every other handoff keeps the owned and traffic bands (`roleKeeps`), and one that brings a
- * pair nearer its owned band needs no margin. So no handoff is traded back: the owned rule hands nothing back, as
- * that would take a total out of the band again, and the total hands nothing past the owned band from inside it.
+ * its two-sided band rule. The total score, where it is still outside the band (where no copy can move): owner
+ * roles, the part of the load a handoff moves, go from a node above the mean to a follower below it, one of them
+ * outside the band, while the pair's spread improves. Then owned partitions per capacity (`od`), with the totals
+ * kept from spreading further. The bands are what done means: every handoff keeps the owned and traffic bands
+ * (`roleKeeps`), and one that lowers the pair's excess outside them (`roleExcessFalls`) is made whatever the totals
+ * say, with no margin. So no handoff is traded back: that excess never rises and falls with every such handoff, the
+ * owned rule hands nothing back, as that would take a total out of the band again, and the total hands nothing past
+ * the owned or traffic band.
  */
 /** Sources picked per handoff without sorting every node: the search stops at the first with a candidate. */
 const OWNER_SOURCES = 8;
@@ -204,23 +204,26 @@ export function balanceOwners(tp: TickPlanner): void {
             imp = Math.max(ts, -td) - after;
             byTotal = true;
           } else {
-            if (b >= 0 || !tp.outsideBand(a, b)) continue;
+            // A handoff that mends the owned or traffic band is weighed whatever the owned counts say (a node at its
+            // owned share may carry too many deliveries).
+            const mends = tp.meter.roleExcessFalls(p, s, d) && tp.meter.roleKeeps(p, s, d);
+            if ((b >= 0 || !tp.outsideBand(a, b)) && !mends) continue;
             // A node below its owned band also takes from one at or below the mean that stays inside the band, as a
             // node joining pulls copies: the followers it has may all be of partitions such nodes own.
             if (a <= 0 && (a - 1 / (s.cap * mo) < -t || !tp.meter.ownsTooFew(d))) continue;
             imp = Math.max(a, -b) - Math.max(Math.abs(a - 1 / (s.cap * mo)), Math.abs(bAfter));
-            // The totals must stay inside the band, or at least not spread further.
-            if (after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
-            // Nor does a node above the band pass its owner roles to another that ends above it: they would move on.
-            if (heavy(s) && td + tp.st.roleDelta(p, d, 1) > t) continue;
+            // The totals must stay inside the band, or at least not spread further, nor does a node above the band pass
+            // its owner roles to another that ends above it (they would move on), unless the bands are what it mends.
+            if (!mends && after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
+            if (!mends && heavy(s) && td + tp.st.roleDelta(p, d, 1) > t) continue;
           }
-          // A pair whose excess outside the owned band falls, no node taken further outside a band, needs no margin:
-          // nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02). Only a source
-          // above the score's band sheds owner roles past the owned band, as they are what is left to shed where its
-          // copies cannot go (a zone's one node holds a copy of every partition); a handoff by the total from a source
-          // inside it would take a node out of its owned band that a later handoff brings back, for ever.
-          const fills = tp.meter.ownedExcessFalls(s, d) && tp.meter.roleKeeps(p, s, d);
-          if ((!tp.improves(imp) && !fills) || (!(byTotal && heavy(s)) && !tp.meter.roleKeeps(p, s, d))) continue;
+          // A pair whose excess outside the owned and traffic bands falls, no node taken further outside one, needs no
+          // margin: nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02). No
+          // handoff takes a node further outside those bands, by the total score either: one that did, a later
+          // handoff brought back, for ever (since zone shares, a zone's only node is no longer above the band for
+          // holding what its zone must).
+          const keeps = tp.meter.roleKeeps(p, s, d);
+          if (!keeps || (!tp.improves(imp) && !tp.meter.roleExcessFalls(p, s, d))) continue;
           if (pinned) {
             tp.pinHit ??= p;
             continue;

@@ -224,9 +224,12 @@ export class BandMeter {
     return n.owned < this.shareOf(n, OWNED) && this.excess(n, OWNED, n.owned) > 0;
   }
 
-  /** Handing an owner role from s to d lowers their summed excess outside the owned band. */
-  ownedExcessFalls(s: NodeState, d: NodeState): boolean {
-    return this.excess(s, OWNED, s.owned - 1) + this.excess(d, OWNED, d.owned + 1) < this.excess(s, OWNED, s.owned) + this.excess(d, OWNED, d.owned) - 1e-12;
+  /** Handing p's owner role from s to d lowers their summed excess outside the owned and traffic bands. */
+  roleExcessFalls(p: number, s: NodeState, d: NodeState): boolean {
+    const del = this.st.del[p]!;
+    const after = this.excess(s, OWNED, s.owned - 1) + this.excess(d, OWNED, d.owned + 1) + this.excess(s, TRAFFIC, s.traffic - del) + this.excess(d, TRAFFIC, d.traffic + del);
+    const before = this.excess(s, OWNED, s.owned) + this.excess(d, OWNED, d.owned) + this.excess(s, TRAFFIC, s.traffic) + this.excess(d, TRAFFIC, d.traffic);
+    return after < before - 1e-12;
   }
 
   /** The band guard of p's owner role handed from s to d, each keeping its copy: owned and deliveries. */

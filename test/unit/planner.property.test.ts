@@ -414,7 +414,8 @@ describe('planner plans pinned', () => {
    * band move that leaves both nodes inside every band needs no margin: the ring 1015 became 1016; sources judged
    * after their handoffs and copies fitted to the band edges: 1098, the ring 948; owner handoffs keep the owned band
    * but from a source above the score's band, and one that brings a pair nearer it needs no margin: 1098 became 1131;
-   * copies' shares go by what the zone rule lets each zone hold: 1131 became 1136).
+   * copies' shares go by what the zone rule lets each zone hold: 1131 became 1136; a handoff that mends the owned or
+   * traffic band is made whatever the totals say, and none takes a node further outside them: 1136 became 1183).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -431,7 +432,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1136, sha: '1dc9749a926300dc97fcb6304e5807992d1ba4f3c3f52b652296b1d2970d11e4' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1183, sha: '0005bd33f9a8d64db7a7439aea8a13d4e64b880def86598c95e0247fed56d8af' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
