@@ -36,7 +36,22 @@ const INDEXED_TYPE: Record<(typeof SEARCH_ATTRIBUTES)[number]['type'], proto.tem
   [SearchAttributeType.DATETIME]: IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
 };
 
+/**
+ * Ports handed out below the kernel's ephemeral range (32768-60999 on Linux), from which outgoing connections take
+ * their local ports: a port picked there (listen on 0) and released until its server starts can be taken by a client
+ * socket meanwhile, as a test saw the reference cluster refused with EADDRINUSE while Temporal's dev server came up.
+ * Each process walks the range from a random start, so two processes seldom try the same port, and one never twice.
+ */
+const PORTS = { from: 10_000, to: 32_000 };
+let nextPort = PORTS.from + Math.floor(Math.random() * (PORTS.to - PORTS.from));
+
+/** A port free at 127.0.0.1 now, outside the ephemeral range (or, were none free there, any the kernel gives). */
 export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < 200; tries++) {
+    const port = nextPort;
+    nextPort = nextPort + 1 >= PORTS.to ? PORTS.from : nextPort + 1;
+    if (await portFree(port)) return port;
+  }
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();
