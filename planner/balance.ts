@@ -193,6 +193,13 @@ export function balanceOwners(tp: TickPlanner): void {
         for (const f of tp.st.followers(p)) {
           const d = tp.st.nodes[f]!;
           if (!tp.st.stays(d) || d.suspended || tp.excluded(d) || tp.ctx.formerOwners.get(p)?.has(f)) continue;
+          // No handoff takes a node further outside the owned or traffic band, by the total score either: one that did,
+          // a later handoff brought back, for ever (since zone shares, a zone's only node is no longer above the band
+          // for holding what its zone must).
+          if (!tp.meter.roleKeeps(p, s, d)) continue;
+          // A pair whose excess outside those bands falls needs no margin, and is weighed whatever the totals say:
+          // nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02).
+          const mends = tp.meter.roleExcessFalls(p, s, d);
           const b = od(d);
           const bAfter = b + 1 / (d.cap * mo);
           const td = tp.dev(d);
@@ -206,7 +213,6 @@ export function balanceOwners(tp: TickPlanner): void {
           } else {
             // A handoff that mends the owned or traffic band is weighed whatever the owned counts say (a node at its
             // owned share may carry too many deliveries).
-            const mends = tp.meter.roleExcessFalls(p, s, d) && tp.meter.roleKeeps(p, s, d);
             if ((b >= 0 || !tp.outsideBand(a, b)) && !mends) continue;
             // A node below its owned band also takes from one at or below the mean that stays inside the band, as a
             // node joining pulls copies: the followers it has may all be of partitions such nodes own.
@@ -217,13 +223,7 @@ export function balanceOwners(tp: TickPlanner): void {
             if (!mends && after > Math.max(t, Math.abs(ts), Math.abs(td))) continue;
             if (!mends && heavy(s) && td + tp.st.roleDelta(p, d, 1) > t) continue;
           }
-          // A pair whose excess outside the owned and traffic bands falls, no node taken further outside one, needs no
-          // margin: nothing trades that back (a joining node that owned nothing stayed so at a margin of 0.02). No
-          // handoff takes a node further outside those bands, by the total score either: one that did, a later
-          // handoff brought back, for ever (since zone shares, a zone's only node is no longer above the band for
-          // holding what its zone must).
-          const keeps = tp.meter.roleKeeps(p, s, d);
-          if (!keeps || (!tp.improves(imp) && !tp.meter.roleExcessFalls(p, s, d))) continue;
+          if (!tp.improves(imp) && !mends) continue;
           if (pinned) {
             tp.pinHit ??= p;
             continue;

@@ -51,24 +51,22 @@ function setting(bands: Bands, d: Dimension | GuardDimension): number {
   return bands[d === 'publishes' || d === 'deliveries' ? 'traffic' : d];
 }
 
-/** Node n's capacity as dimension d's share counts it: copies go by its zone's share of them (`NodeState.capCopy`). */
-function capIn(n: NodeState, d: Dimension | GuardDimension): number {
-  switch (d) {
-    case 'replicas':
-    case 'disk':
-    case 'publishes':
-      return n.capCopy;
-    case 'traffic':
-      return n.capTraffic;
-    case 'owned':
-    case 'deliveries':
-      return n.cap;
-  }
-}
+/**
+ * Which capacity dimension d's share counts: what copies carry goes by the node's zone's share of them
+ * (`NodeState.capCopy`), traffic by its two parts together, owner roles and deliveries by plain capacity.
+ */
+const CAP_OF: Record<Dimension | GuardDimension, 'capCopy' | 'cap' | 'capTraffic'> = {
+  replicas: 'capCopy',
+  disk: 'capCopy',
+  publishes: 'capCopy',
+  traffic: 'capTraffic',
+  owned: 'cap',
+  deliveries: 'cap',
+};
 
 /** Node n's band in dimension d (its share and the half width around it), from the cluster's total per capacity. */
 export function bandOf(st: ClusterState, bands: Bands, n: NodeState, d: Dimension | GuardDimension, load = loadOf(n, d)): Band {
-  const share = st.perCap[d] * capIn(n, d);
+  const share = st.perCap[d] * n[CAP_OF[d]];
   const half = Math.max(setting(bands, d) * share, unit(st, d));
   return { load, share, low: share - half, high: share + half };
 }
@@ -91,8 +89,8 @@ export const MOVED = ['replicas', 'disk', 'publishes'] as const;
 /** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
 const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
 const [REPLICAS, OWNED, DISK, TRAFFIC, PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
-/** Which capacity each index's share counts (see `capIn`), as numbers for the inner loops: copies 0, plain 1, traffic 2. */
-const CAP_KIND = [0, 1, 0, 2, 0, 1] as const;
+/** `CAP_OF` by index. */
+const CAP_KIND = ALL.map((d) => CAP_OF[d]);
 /** The dimensions a follower copy moves, by index, as operators see them (traffic whole). */
 const COPY_DIMENSIONS = [REPLICAS, DISK, TRAFFIC] as const;
 
@@ -136,8 +134,7 @@ export class BandMeter {
 
   /** Node n's share in dimension i. */
   private shareOf(n: NodeState, i: number): number {
-    const kind = CAP_KIND[i];
-    return this.share[i]! * (kind === 0 ? n.capCopy : kind === 1 ? n.cap : n.capTraffic);
+    return this.share[i]! * n[CAP_KIND[i]!];
   }
 
   /** How far load x of node n lies outside its band in dimension i, as a fraction of its share (0 inside). */
