@@ -68,6 +68,8 @@ export interface Requester {
 export type OperatorRequest = ReconfigurationRequest extends infer R ? (R extends { origin: unknown } ? Omit<R, 'origin' | 'reason'> : never) : never;
 
 export interface AdminDeps {
+  /** The broker (its URL) and task queue this service shows. */
+  source: { broker: string; taskQueue: string };
   /** Kept current from the broker's changes read (cluster/model.ts). */
   topology(): Promise<Topology>;
   /** How the topology was read so far: whole reads, changes reads, and records a whole read found drifted. */

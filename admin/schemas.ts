@@ -43,6 +43,8 @@ const page = {
 export const NodesQuery = z
   .object({
     ...page,
+    /** A cluster's whole list fits one page, as the CLI's `nodes` reads it: the rows then agree with the mean. */
+    limit: z.coerce.number().pipe(z.int().min(1).max(10_000)).default(50),
     /** Highest total first (default), or by id. */
     sort: z.enum(['total', 'id']).default('total'),
     /** Only nodes whose id or zone contains this text. */

@@ -23,6 +23,7 @@ import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
 import { unknownId } from '../operations/rebalancer';
+import { byNodeId } from '../operations/scores';
 import type { HoldAction } from '../rules/rebalancer-rules';
 import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 
@@ -172,6 +173,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   if (!options.token) throw new Error('the admin API needs a bearer token (ADMIN_TOKEN)');
   const metrics = createMetrics();
   const ui = options.temporalUiUrl.replace(/\/+$/, '');
+  // What the CLI checks before it shows a reply as its own broker's (client/views.ts).
+  const source = { ...deps.source, namespace: options.namespace };
   const workflowLink = (workflowId: string) => `${ui}/namespaces/${encodeURIComponent(options.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 
   /** Moves are read once a second at most, however many dashboards and scrapers ask. */
@@ -246,6 +249,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
           partitions: topology.partitions.length,
           movesRunning: running.length,
           temporalUiUrl: ui,
+          source,
         };
       },
     },
@@ -257,7 +261,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         const view = deps.scores(topology, running);
         const needle = q.filter?.toLowerCase();
         const chosen = view.nodes.filter((n) => !needle || n.node.toLowerCase().includes(needle) || n.zone.toLowerCase().includes(needle));
-        chosen.sort((a, b) => (q.sort === 'id' ? a.node.localeCompare(b.node, undefined, { numeric: true }) : b.total - a.total));
+        chosen.sort(q.sort === 'id' ? byNodeId : (a, b) => b.total - a.total);
         return {
           total: chosen.length,
           offset: q.offset,
@@ -269,6 +273,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
           weights: view.weights,
           maxTotal: Math.max(view.upper, ...view.nodes.map((n) => n.total)),
           nodes: chosen.slice(q.offset, q.offset + q.limit),
+          source,
         };
       },
     },

@@ -79,6 +79,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
   // Every page and scrape reads the topology: kept current from the broker's changes read, not read whole each time.
   const model = src.topology ?? new TopologyModel(cluster);
   return {
+    source: { broker: cluster.baseUrl, taskQueue },
     topology: () => model.read(),
     topologyReads: () => model.counts(),
     syncBudget: () => cluster.syncBudget(),

@@ -143,7 +143,8 @@ export async function cli(p: Product, args: string[], say?: (line: string) => vo
   const out = createWriteStream(path.join(p.dir, 'cli.log'), { flags: 'a' });
   const child = spawn(process.execPath, ['bin/rebalancer.mjs', ...args], {
     cwd: PROJECT_ROOT,
-    env: productEnv({ TEMPORAL_ADDRESS: p.temporal, CLUSTER_URL: p.clusterUrl, DATA_DIR: p.dir }),
+    // The same environment as the product's: the CLI finds its admin service as an operator's would.
+    env: productEnv({ TEMPORAL_ADDRESS: p.temporal, CLUSTER_URL: p.clusterUrl, DATA_DIR: p.dir, ADMIN_PORT: String(p.adminPort) }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -99,7 +99,6 @@ function rssMb(pid: number): number {
   return m ? Number(m[1]) / 1024 : 0;
 }
 
-/** Milliseconds and megabytes, whole. */
 /**
  * The dashboard in Chromium (playwright-core, headless), as an operator opens it: the wall time from navigation to the
  * first complete refresh (nodes, moves and status drawn), then the browser's own work (script, style and layout, from

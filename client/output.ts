@@ -7,7 +7,7 @@ import os from 'node:os';
 import type { WorkflowHandle } from '@temporalio/client';
 import { type Command, CommanderError } from 'commander';
 import { ClusterClient } from '../cluster/client';
-import { PartitionId, NodeId, type Topology } from '../cluster/contract';
+import { PartitionId, NodeId } from '../cluster/contract';
 import { projectDataDir, recordAction } from '../operations/audit';
 import { loadEnv, temporalSettings } from '../worker/config';
 import { statusQuery, type MoveOutcome, type MoveStatus, type ReconfigurationKind } from '../rules/definitions';
@@ -42,27 +42,12 @@ export interface CommandDeps {
 }
 
 /** The broker the commands read (CLUSTER_URL or the local port, CLUSTER_TOKEN). */
-function brokerOf(env: ReturnType<typeof loadEnv>): ClusterClient {
+export function brokerOf(env: ReturnType<typeof loadEnv>): ClusterClient {
   return new ClusterClient(env.CLUSTER_URL ?? `http://127.0.0.1:${env.CLUSTER_PORT}`, { token: env.CLUSTER_TOKEN });
 }
 
-const brokerUnreachable = (cluster: ClusterClient, err: unknown) =>
+export const brokerUnreachable = (cluster: ClusterClient, err: unknown) =>
   new Unreachable(`cannot reach the broker at ${cluster.baseUrl} (${(err as Error).message}): is \`npm start\` running, or is CLUSTER_URL right?`);
-
-/**
- * The broker's topology, read from the command's start, beside loading the Temporal client and connecting: at size
- * the read is most of the command (65 MB at 100,000 partitions). A broker that does not answer is exit 3.
- */
-export function topologyFromStart(): Promise<Topology> {
-  const cluster = brokerOf(loadEnv());
-  const read = cluster.topology().catch((err: unknown) => {
-    // fetch's own failure (no answer); an HTTP error or a body that breaks the contract says so itself.
-    throw err instanceof TypeError ? brokerUnreachable(cluster, err) : err;
-  });
-  // Awaited by the command; one that fails to connect to Temporal first reports that instead.
-  read.catch(() => undefined);
-  return read;
-}
 
 /** Reads the same environment as the worker (TEMPORAL_*, CLUSTER_URL); an unreachable Temporal server is exit 3. */
 export async function connect() {

@@ -19,6 +19,9 @@ export interface ScoresView {
   spread: number;
 }
 
+/** Node ids in order as people count: n2 before n10 (the admin API's `sort=id`, the CLI's `nodes`). */
+export const byNodeId = (a: { node: string }, b: { node: string }) => a.node.localeCompare(b.node, undefined, { numeric: true });
+
 /** Moves in flight as the planner counts them: bytes still to copy, load arriving at `to` and leaving `from`. */
 function inFlight(moves: MoveStatus[]): InFlightMove[] {
   return moves.map((m) => ({

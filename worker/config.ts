@@ -162,6 +162,8 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
 export const AdminEnvSchema = z.object({
   ADMIN_HOST: z.string().min(1, 'expected a host to listen on, for example 127.0.0.1').default('127.0.0.1'),
   ADMIN_PORT: z.coerce.number().int().min(0).max(65535).default(7390),
+  /** Where the CLI finds the admin service (`status` and `nodes` read through it); http://127.0.0.1:ADMIN_PORT by default. */
+  ADMIN_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL, for example http://127.0.0.1:7390' }).optional(),
   /** Unset: a token is generated for this run and printed. */
   ADMIN_TOKEN: z.string().min(16, 'expected at least 16 characters').optional(),
   /** The Temporal Web UI that move links point at; the dev server's UI by default. */

@@ -9,7 +9,8 @@ import { nodeScores, type ScoresView } from '../../operations/scores';
 import { shareDeviation } from '../../planner/bands';
 import { DIMENSIONS, type Dimension, type NodeBand } from '../../planner/types';
 import { loadEnv, rebalancerSettings } from '../../worker/config';
-import { defineCommand, print, table, topologyFromStart, withConnection, type CommandDeps } from '../output';
+import { defineCommand, print, table, withConnection, type CommandDeps } from '../output';
+import { nodesView, readFromLine, type ReadFrom } from '../views';
 
 const MIB = 2 ** 20;
 
@@ -39,7 +40,7 @@ function describeBands(v: ScoresView): string[] {
   ];
 }
 
-function describe(v: ScoresView): string {
+function describe(v: ScoresView, from: ReadFrom): string {
   const n = (x: number) => x.toFixed(3);
   const rows = v.nodes.map((s) => {
     const state = [s.live ? 'up' : 'down', ...(s.draining ? ['draining'] : [])].join(', ');
@@ -51,21 +52,22 @@ function describe(v: ScoresView): string {
     '',
     `mean ${n(v.mean)}, band ${n(v.lower)} to ${n(v.upper)}, spread ${n(v.spread)} (each dimension weighted as the rebalancer weighs it)`,
     ...describeBands(v),
+    '',
+    readFromLine(from),
   ].join('\n');
 }
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'nodes', {
     description:
-      'list every node with its score vector (owned, followed, history, traffic, sync), the cluster mean and the band outside which the rebalancer moves copies, then its replicas, owned partitions, disk and traffic against their bands',
+      'list every node with its score vector (owned, followed, history, traffic, sync), the cluster mean and the band outside which the rebalancer moves copies, then its replicas, owned partitions, disk and traffic against their bands; read through the admin service when it runs for this broker (ADMIN_URL), else from the broker whole',
     examples: ['rebalancer nodes', 'rebalancer nodes --json'],
   }).action(async (opts: { json?: boolean }) => {
-    const { planner } = rebalancerSettings(loadEnv());
-    const read = topologyFromStart();
-    await withConnection(deps, async (ctx) => {
-      const [topology, moves] = await Promise.all([read, listMoves(ctx.client, ctx.taskQueue)]);
-      const view = nodeScores(topology, moves, planner);
-      print(deps.io, opts.json, view, () => describe(view));
+    const { view, from } = await nodesView(async (topology) => {
+      const { planner } = rebalancerSettings(loadEnv());
+      const moves = await withConnection(deps, (ctx) => listMoves(ctx.client, ctx.taskQueue));
+      return nodeScores(topology, moves, planner);
     });
+    print(deps.io, opts.json, { ...view, readFrom: from }, () => describe(view, from));
   });
 }

@@ -3,7 +3,8 @@ import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '.
 import type { RebalancerStatus } from '../../rules/definitions';
 import { formatBytes } from '../../rules/format';
 import { rebalancerStatus } from '../../operations/rebalancer';
-import { defineCommand, moveLabel, table, topologyFromStart, withConnection, type CommandDeps } from '../output';
+import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
+import { readFromLine, underReplicatedView, type ReadFrom } from '../views';
 import { planLines } from './approve';
 import { loopScope } from './pause';
 
@@ -20,7 +21,7 @@ function describeUnder(under: UnderReplicated[]): string[] {
   return [`under-replicated: ${under.length} partition(s)`, table([['PARTITION', 'LIVE', 'STATE'], ...under.map((u) => [u.partition, `${u.liveCopies}/${u.replicationFactor}`, word(u)])])];
 }
 
-function describe(s: RebalancerStatus, under: UnderReplicated[]): string {
+function describe(s: RebalancerStatus, under: UnderReplicated[], from: ReadFrom): string {
   const state = s.paused ? `paused by ${s.paused.by} at ${new Date(s.paused.at).toISOString()}: ${s.paused.reason}` : 'running';
   const plan = s.lastPlan;
   const at = (until: number) => new Date(until).toISOString();
@@ -51,23 +52,28 @@ function describe(s: RebalancerStatus, under: UnderReplicated[]): string {
   if (s.inFlight.length > 0) {
     lines.push('', table([['PARTITION', 'OP', 'MOVE', 'BYTES', 'WHY'], ...s.inFlight.map((m) => [m.partition, m.op, moveLabel(m.from, m.to), formatBytes(m.bytes), m.reason])]));
   }
+  lines.push('', readFromLine(from));
   return lines.join('\n');
 }
 
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'status', {
     description:
-      'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing, and the under-replicated partitions with the repairs running',
+      'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing, and the under-replicated partitions with the repairs running (read through the admin service when it runs for this broker, ADMIN_URL, else from the broker whole)',
     examples: ['rebalancer status', 'rebalancer status --json'],
   }).action(async (opts: { json?: boolean }) => {
-    const read = topologyFromStart();
     await withConnection(deps, async (ctx) => {
-      const [s, topology] = await Promise.all([rebalancerStatus(ctx.client, loopScope(ctx)), read]);
-      // A loop started before repairs existed carries settings without the timeout: the default is what it plans with.
-      const replaceAfterMs = s.settings.planner.replaceAfterMs ?? DEFAULT_PLANNER_CONFIG.replaceAfterMs;
-      const repairs = s.inFlight.filter((m) => m.op === 'follower_replace');
-      const under = underReplicated(topology, replaceAfterMs, repairs);
-      deps.io.out(opts.json ? JSON.stringify({ ...s, underReplicated: under }) + '\n' : describe(s, under) + '\n');
+      const loop = rebalancerStatus(ctx.client, loopScope(ctx));
+      const [s, { under, from }] = await Promise.all([
+        loop,
+        underReplicatedView(async (topology) => {
+          const status = await loop;
+          // A loop started before repairs existed carries settings without the timeout: the default is what it plans with.
+          const replaceAfterMs = status.settings.planner.replaceAfterMs ?? DEFAULT_PLANNER_CONFIG.replaceAfterMs;
+          return underReplicated(topology, replaceAfterMs, status.inFlight.filter((m) => m.op === 'follower_replace'));
+        }),
+      ]);
+      deps.io.out(opts.json ? JSON.stringify({ ...s, underReplicated: under, readFrom: from }) + '\n' : describe(s, under, from) + '\n');
     });
   });
 }

@@ -4,13 +4,16 @@
  * --wait's lines, ended moves in `moves`, score vectors in `nodes`, --version, --help with examples, a move's whole life through the CLI
  * (started with a reason, listed, watched, shown, cancelled) and how cancelled and aborted moves read afterwards.
  */
-import net from 'node:net';
 import fs from 'node:fs';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../client/cli';
+import { startAdmin } from '../../admin/server';
+import { createAdminDeps } from '../../admin/wiring';
+import { AuditLog } from '../../operations/audit';
+import { loadEnv, rebalancerSettings } from '../../worker/config';
 import { buildCli } from '../../client/cli';
-import { connectClient, eventually, pickMove, startTestCluster, startWorker, temporalEnv, type TestCluster } from './helpers';
+import { closedPort, connectClient, eventually, pickMove, startTestCluster, startWorker, temporalEnv, temporalNamespace, withEnv, type TestCluster } from './helpers';
 
 let cluster: TestCluster;
 let client: Client;
@@ -28,7 +31,8 @@ beforeAll(async () => {
     w.shutdown();
     await running;
   };
-  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  // No admin service answers unless a test starts one: `status` and `nodes` read the broker whole.
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue, ADMIN_URL: `http://127.0.0.1:${await closedPort()}` });
 });
 
 afterAll(async () => {
@@ -79,24 +83,6 @@ async function heldMove(partition: string, reason: string) {
 function json(out: string): Record<string, unknown> {
   expect(out.trim().split('\n')).toHaveLength(1);
   return JSON.parse(out) as Record<string, unknown>;
-}
-
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
-
-async function withEnv<T>(vars: Record<string, string>, run: () => Promise<T>): Promise<T> {
-  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, vars);
-  try {
-    return await run();
-  } finally {
-    Object.assign(process.env, saved);
-  }
 }
 
 async function workflowExists(partition: string): Promise<boolean> {
@@ -212,6 +198,35 @@ describe('rebalancer CLI', () => {
     expect(banded.bands.replicas.low).toBeLessThan(banded.bands.replicas.share);
     expect(shown.out).toMatch(/^NODE\s+REPLICAS\s+OWNED\s+DISK\s+TRAFFIC$/m);
     expect(shown.out).toMatch(/bands on n\d+: replicas ± \d+\.\d%, owned ± \d+\.\d%, disk ± \d+\.\d%, traffic ± \d+\.\d%\); (every node inside every band|outside: .+)$/m);
+  });
+
+  it('nodes reads through the admin service that shows this broker and task queue, and reads the broker whole otherwise', async () => {
+    type View = { nodes: { node: string; bands: { replicas: { load: number }; owned: { load: number } } }[]; mean: number; readFrom: { via: string; url: string } };
+    const { planner } = rebalancerSettings(loadEnv());
+    const audit = new AuditLog(null);
+    const start = (queue: string) =>
+      startAdmin({ deps: createAdminDeps({ client, cluster: cluster.client, taskQueue: queue, planner }), audit, token: 'cli-test-token-0123456789', host: '127.0.0.1', port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
+    const [own, other] = [await start(taskQueue), await start(`${taskQueue}-other`)];
+    try {
+      const whole = json((await cli('nodes', '--json')).out) as unknown as View;
+      expect(whole.readFrom).toEqual({ via: 'broker', url: cluster.url });
+      const through = await withEnv({ ADMIN_URL: own.url }, () => cli('nodes', '--json'));
+      expect(through.code, through.err).toBe(0);
+      const admin = json(through.out) as unknown as View;
+      expect(admin.readFrom).toEqual({ via: 'admin', url: own.url });
+      // The same nodes in the same order (by id), each with the same copies: only the moving figures (traffic) may differ.
+      const counts = (v: View) => v.nodes.map((n) => [n.node, n.bands.replicas.load, n.bands.owned.load]);
+      expect(counts(admin)).toEqual(counts(whole));
+      expect(admin.nodes.map((n) => n.node)).toEqual(['n1', 'n2', 'n3', 'n4', 'n5', 'n6']);
+      expect((await withEnv({ ADMIN_URL: own.url }, () => cli('nodes'))).out).toMatch(new RegExp(`^topology: through the admin service at ${own.url}$`, 'm'));
+      // An admin service of another task queue shows another rebalancer's moves: the CLI reads the broker itself.
+      const elsewhere = json((await withEnv({ ADMIN_URL: other.url }, () => cli('nodes', '--json'))).out) as unknown as View;
+      expect(elsewhere.readFrom).toEqual({ via: 'broker', url: cluster.url });
+    } finally {
+      await own.close();
+      await other.close();
+      audit.close();
+    }
   });
 
   it('every command has --help with an example, --json, and --reason when it acts; rebalancer --help documents the exit codes', async () => {

@@ -1,5 +1,6 @@
 /** Shared set-up for integration tests: a worker of this project on the real dev server, a client, a logger. */
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { runCli } from '../../client/cli';
@@ -150,6 +151,29 @@ export async function startLoopSuite(taskQueue: string, settings: RebalancerSett
 export async function stopLoopSuite(suite: Partial<LoopSuite>): Promise<void> {
   if (suite.w && suite.client && suite.running) await stopLoopWorker(suite.client, suite.w, suite.running);
   await suite.cluster?.close();
+}
+
+/** A port nothing listens on (just now): a server there does not answer. */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** Runs `run` with `vars` set in the environment the CLI reads, then puts back what was there. */
+export async function withEnv<T>(vars: Record<string, string>, run: () => Promise<T>): Promise<T> {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  try {
+    return await run();
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
 }
 
 /** Runs the CLI in-process with its output captured. */

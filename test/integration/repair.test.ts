@@ -15,7 +15,10 @@ import { relayScope } from '../../operations/relay';
 import { createRebalancerWorker, type RebalancerWorker } from '../../worker/worker';
 import type { RebalancerSettings, RebalancerStatus } from '../../rules/definitions';
 import { holders } from '../../rules/rebalancer-rules';
-import { connectClient, eventually, logger, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
+import { closedPort, connectClient, eventually, logger, startTestCluster, temporalAddress, temporalEnv, temporalNamespace, TEST_RELAY_TUNING, withEnv, type TestCluster } from './helpers';
+import { startAdmin, type RunningAdmin } from '../../admin/server';
+import { createAdminDeps } from '../../admin/wiring';
+import { AuditLog } from '../../operations/audit';
 
 const taskQueue = `repair-${process.pid}`;
 const REPLACE_AFTER_MS = 15_000;
@@ -39,6 +42,8 @@ let client: Client;
 let w: RebalancerWorker;
 let running: Promise<void>;
 let scope: string;
+let audit: AuditLog;
+let admin: RunningAdmin;
 
 beforeAll(async () => {
   cluster = await startTestCluster({ recoveryDelayMs: 1_000 }, { nodes: 0, partitions: 0, streams: 0 });
@@ -57,7 +62,18 @@ beforeAll(async () => {
   });
   running = w.run();
   scope = relayScope(cluster.url, taskQueue);
-  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue });
+  // `status` reads the broker whole unless a test names the admin service started here.
+  Object.assign(process.env, { ...temporalEnv(), CLUSTER_URL: cluster.url, TEMPORAL_TASK_QUEUE: taskQueue, ADMIN_URL: `http://127.0.0.1:${await closedPort()}` });
+  audit = new AuditLog(null);
+  admin = await startAdmin({
+    deps: createAdminDeps({ client, cluster: cluster.client, taskQueue, planner: SETTINGS.planner }),
+    audit,
+    token: 'repair-test-token-0123456789',
+    host: '127.0.0.1',
+    port: 0,
+    temporalUiUrl: 'http://127.0.0.1:8233',
+    namespace: temporalNamespace(),
+  });
 });
 
 async function cli(...argv: string[]): Promise<string> {
@@ -67,6 +83,8 @@ async function cli(...argv: string[]): Promise<string> {
 }
 
 afterAll(async () => {
+  await admin?.close();
+  audit?.close();
   if (w) {
     await client.workflow.getHandle(w.rebalancerWorkflowId!).terminate('test file done').catch(() => undefined);
     w.shutdown();
@@ -142,10 +160,16 @@ describe('self-healing', () => {
     await eventually('the recoveries n4 caused to activate', async () =>
       (await cluster.client.topology()).partitions.some((p) => p.pendingRecovery !== null) ? undefined : true,
     );
-    const shown = await cli('status', '--json');
-    const under = (JSON.parse(shown) as { underReplicated: { partition: string; lost: unknown[]; repair: unknown }[] }).underReplicated;
+    type Shown = { underReplicated: { partition: string; lost: unknown[]; repair: unknown }[]; readFrom: { via: string } };
+    const shown = JSON.parse(await cli('status', '--json')) as Shown;
+    const under = shown.underReplicated;
+    expect(shown.readFrom.via).toBe('broker');
     expect(under.map((u) => u.partition).sort()).toEqual(followedBy(await cluster.client.topology(), 'n4').map((p) => p.id).sort());
     expect(under.every((u) => u.lost.length === 0 && u.repair === null)).toBe(true);
+    // Through the admin service (`npm start` runs one): the same partitions, computed from its model of the broker.
+    const through = JSON.parse(await withEnv({ ADMIN_URL: admin.url }, () => cli('status', '--json'))) as Shown;
+    expect(through.readFrom.via).toBe('admin');
+    expect(through.underReplicated).toEqual(under);
     expect(await cli('status')).toMatch(/under-replicated: \d+ partition\(s\)[\s\S]*2\/3 +a copy is down, within the repair timeout/);
     let firstRepairSeenAt: number | null = null;
     const t = await eventually(

@@ -1,0 +1,95 @@
+/**
+ * What `status` and `nodes` compute from the whole topology (under-replicated partitions, every node's scores), taken
+ * from the admin service when it runs for the same broker, namespace and task queue: it keeps the topology current
+ * from the broker's changes read, where the CLI would read it whole (65 MB and about 2 s at 100,000 partitions). With
+ * no such service answering, the CLI reads the broker whole and computes the same.
+ */
+import type { Topology } from '../cluster/contract';
+import type { UnderReplicated } from '../planner';
+import { byNodeId, type ScoresView } from '../operations/scores';
+import { loadAdminEnv, loadEnv, temporalSettings } from '../worker/config';
+import { brokerOf, brokerUnreachable } from './output';
+
+/** Where a view came from: the admin service's model of the broker, or a whole read of the broker. */
+export interface ReadFrom {
+  via: 'admin' | 'broker';
+  url: string;
+}
+
+/** The admin API's largest page of nodes (admin/schemas.ts): a cluster's whole list in one reply, so the rows agree with the mean. */
+const NODES_PAGE = 10_000;
+
+/** The admin service answers within this, or the CLI reads the broker itself. */
+const ADMIN_WAIT_MS = 3_000;
+
+/** ADMIN_URL, else the port `npm start` serves the admin API on, on this machine. */
+function adminUrl(): { url: string; token: string | undefined } {
+  const env = loadAdminEnv();
+  return { url: (env.ADMIN_URL ?? `http://127.0.0.1:${env.ADMIN_PORT}`).replace(/\/+$/, ''), token: env.ADMIN_TOKEN };
+}
+
+/** The broker, namespace and task queue the CLI works on: an admin service's answer counts only if it names the same. */
+function ownSource(): { broker: string; namespace: string; taskQueue: string } {
+  const env = loadEnv();
+  const { namespace, taskQueue } = temporalSettings(env, '');
+  return { broker: brokerOf(env).baseUrl, namespace, taskQueue };
+}
+
+/**
+ * `path` of the admin API, or null when no admin service answers it for this broker in time (none listening, another
+ * service on the port, another broker or task queue, an error): the caller then reads the broker whole.
+ */
+async function fromAdmin<T>(path: string): Promise<{ reply: T; from: ReadFrom } | null> {
+  const { url, token } = adminUrl();
+  try {
+    const res = await fetch(`${url}${path}`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+      signal: AbortSignal.timeout(ADMIN_WAIT_MS),
+    });
+    if (!res.ok) return null;
+    const reply = (await res.json()) as T & { source?: { broker?: string; namespace?: string; taskQueue?: string } };
+    const own = ownSource();
+    const theirs = reply.source;
+    if (theirs?.broker !== own.broker || theirs.namespace !== own.namespace || theirs.taskQueue !== own.taskQueue) return null;
+    return { reply, from: { via: 'admin', url } };
+  } catch {
+    return null;
+  }
+}
+
+/** The broker's topology read whole; a broker that does not answer is exit 3. */
+async function wholeTopology(): Promise<{ topology: Topology; from: ReadFrom }> {
+  const cluster = brokerOf(loadEnv());
+  const topology = await cluster.topology().catch((err: unknown) => {
+    // fetch's own failure (no answer); an HTTP error or a body that breaks the contract says so itself.
+    throw err instanceof TypeError ? brokerUnreachable(cluster, err) : err;
+  });
+  return { topology, from: { via: 'broker', url: cluster.baseUrl } };
+}
+
+/** Every node's scores and bands, from the admin service (all nodes in one page, by id) or computed here. */
+export async function nodesView(compute: (topology: Topology) => Promise<ScoresView>): Promise<{ view: ScoresView; from: ReadFrom }> {
+  type Page = ScoresView & { source: unknown; total: number; offset: number; limit: number; maxTotal: number };
+  const admin = await fromAdmin<Page>(`/api/nodes?sort=id&limit=${NODES_PAGE}`);
+  if (admin && Array.isArray(admin.reply.nodes) && admin.reply.total === admin.reply.nodes.length) {
+    const { nodes, weights, mean, upper, lower, spread } = admin.reply;
+    return { view: { nodes, weights, mean, upper, lower, spread }, from: admin.from };
+  }
+  const whole = await wholeTopology();
+  const view = await compute(whole.topology);
+  view.nodes.sort(byNodeId);
+  return { view, from: whole.from };
+}
+
+/** Under-replicated partitions with the repairs running, from the admin service or computed here. */
+export async function underReplicatedView(compute: (topology: Topology) => Promise<UnderReplicated[]>): Promise<{ under: UnderReplicated[]; from: ReadFrom }> {
+  const admin = await fromAdmin<{ underReplicated: UnderReplicated[] }>('/api/status');
+  if (admin && Array.isArray(admin.reply.underReplicated)) return { under: admin.reply.underReplicated, from: admin.from };
+  const whole = await wholeTopology();
+  return { under: await compute(whole.topology), from: whole.from };
+}
+
+/** The line `status` and `nodes` end with: where the topology they computed from came from. */
+export function readFromLine(from: ReadFrom): string {
+  return from.via === 'admin' ? `topology: through the admin service at ${from.url}` : `topology: read whole from the broker at ${from.url}`;
+}
