@@ -7,7 +7,7 @@ import type { EventsPage, Topology, SyncBudget, InvariantsReport } from '../clus
 import type { ModelStats } from '../cluster/model';
 import type { UnderReplicated } from '../planner/lost';
 import type { Plan } from '../planner/types';
-import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
+import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, RebalancerStatus, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
 import type { HoldAction } from '../rules/rebalancer-rules';
 import type { EndedMove, MoveDetail } from '../operations/moves';
 import type { ScoresView } from '../operations/scores';
@@ -92,6 +92,8 @@ export interface AdminDeps {
   undrain(node: string, by: Requester): Promise<void>;
   rebalancer: {
     status(): Promise<RebalancerView>;
+    /** The loop's status query as it answers (what `rebalancer status --json` prints), or null when no loop runs. */
+    loop(): Promise<RebalancerStatus | null>;
     pause(by: Requester): Promise<RebalancerView>;
     resume(by: Requester): Promise<RebalancerView>;
     /** Pin or unpin a partition, exclude or include a node (the id checked against the broker by the caller). */

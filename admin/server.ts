@@ -22,7 +22,7 @@ import type { AdminDeps, OperatorRequest, Requester } from './deps';
 import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
-import { unknownId } from '../operations/rebalancer';
+import { loopUnderReplicated, unknownId } from '../operations/rebalancer';
 import { byNodeId } from '../operations/scores';
 import type { HoldAction } from '../rules/rebalancer-rules';
 import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
@@ -251,6 +251,14 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
           temporalUiUrl: ui,
           source,
         };
+      },
+    },
+    {
+      method: 'GET', url: '/api/rebalancer', summary: "The loop's status as its query answers (what `rebalancer status --json` prints) with the under-replicated partitions; 404 when no loop runs",
+      handler: async () => {
+        const [loop, topology] = await Promise.all([deps.rebalancer.loop(), deps.topology()]);
+        if (!loop) throw new ApiError(404, 'no_rebalancer', 'no rebalancer runs for this broker and task queue: `npm start` starts it');
+        return { ...loop, underReplicated: loopUnderReplicated(topology, loop), source };
       },
     },
     {

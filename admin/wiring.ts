@@ -147,6 +147,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
         const s = await loopStatus();
         return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null, ticks: null };
       },
+      loop: loopStatus,
       pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
       resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
       hold: async (action, id, by) => stateOf(await setHold(client, scope, action, id, { by: by.actor, reason: by.reason })),

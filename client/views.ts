@@ -1,12 +1,15 @@
 /**
  * What `status` and `nodes` compute from the whole topology (under-replicated partitions, every node's scores), taken
  * from the admin service when it runs for the same broker, namespace and task queue: it keeps the topology current
- * from the broker's changes read, where the CLI would read it whole (65 MB and about 2 s at 100,000 partitions). With
- * no such service answering, the CLI reads the broker whole and computes the same.
+ * from the broker's changes read, where the CLI would read it whole (65 MB and about 2 s at 100,000 partitions), and
+ * asks the loop for its status, where the CLI would load a Temporal client first. With no such service answering,
+ * the CLI asks Temporal and reads the broker whole itself.
  */
 import type { Topology } from '../cluster/contract';
 import type { UnderReplicated } from '../planner';
+import { loopUnderReplicated } from '../operations/rebalancer';
 import { byNodeId, type ScoresView } from '../operations/scores';
+import type { RebalancerStatus } from '../rules/definitions';
 import { loadAdminEnv, loadEnv, temporalSettings } from '../worker/config';
 import { brokerOf, brokerUnreachable } from './output';
 
@@ -58,13 +61,12 @@ async function fromAdmin<T>(path: string): Promise<{ reply: T; from: ReadFrom } 
 }
 
 /** The broker's topology read whole; a broker that does not answer is exit 3. */
-async function wholeTopology(): Promise<{ topology: Topology; from: ReadFrom }> {
+export async function wholeTopology(): Promise<Topology> {
   const cluster = brokerOf(loadEnv());
-  const topology = await cluster.topology().catch((err: unknown) => {
+  return cluster.topology().catch((err: unknown) => {
     // fetch's own failure (no answer); an HTTP error or a body that breaks the contract says so itself.
     throw err instanceof TypeError ? brokerUnreachable(cluster, err) : err;
   });
-  return { topology, from: { via: 'broker', url: cluster.baseUrl } };
 }
 
 /** Every node's scores and bands, from the admin service (all nodes in one page, by id) or computed here. */
@@ -75,18 +77,23 @@ export async function nodesView(compute: (topology: Topology) => Promise<ScoresV
     const { nodes, weights, mean, upper, lower, spread } = admin.reply;
     return { view: { nodes, weights, mean, upper, lower, spread }, from: admin.from };
   }
-  const whole = await wholeTopology();
-  const view = await compute(whole.topology);
+  const view = await compute(await wholeTopology());
   view.nodes.sort(byNodeId);
-  return { view, from: whole.from };
+  return { view, from: { via: 'broker', url: brokerOf(loadEnv()).baseUrl } };
 }
 
-/** Under-replicated partitions with the repairs running, from the admin service or computed here. */
-export async function underReplicatedView(compute: (topology: Topology) => Promise<UnderReplicated[]>): Promise<{ under: UnderReplicated[]; from: ReadFrom }> {
-  const admin = await fromAdmin<{ underReplicated: UnderReplicated[] }>('/api/status');
-  if (admin && Array.isArray(admin.reply.underReplicated)) return { under: admin.reply.underReplicated, from: admin.from };
-  const whole = await wholeTopology();
-  return { under: await compute(whole.topology), from: whole.from };
+/**
+ * The loop's status with the under-replicated partitions, from the admin service (which asks the loop) or from the
+ * loop's query and a whole read here.
+ */
+export async function statusView(direct: () => Promise<{ status: RebalancerStatus; whole: Topology }>): Promise<{ status: RebalancerStatus; under: UnderReplicated[]; from: ReadFrom }> {
+  const admin = await fromAdmin<RebalancerStatus & { underReplicated: UnderReplicated[]; source: unknown }>('/api/rebalancer');
+  if (admin && Array.isArray(admin.reply.underReplicated)) {
+    const { underReplicated: under, source: _source, ...status } = admin.reply;
+    return { status, under, from: admin.from };
+  }
+  const { status, whole } = await direct();
+  return { status, under: loopUnderReplicated(whole, status), from: { via: 'broker', url: brokerOf(loadEnv()).baseUrl } };
 }
 
 /** The line `status` and `nodes` end with: where the topology they computed from came from. */

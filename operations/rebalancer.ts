@@ -34,6 +34,7 @@ import {
 import { checkDrain } from '../rules/rebalancer-drain-rules';
 import { holders, type HoldAction } from '../rules/rebalancer-rules';
 import { MoveRefused, outcomeOf } from './moves';
+import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '../planner';
 
 /** Starts the loop unless it runs already; the running one keeps its state and settings. */
 export async function ensureRebalancer(client: Client, taskQueue: string, scope: string, settings: RebalancerSettings): Promise<string> {
@@ -127,6 +128,13 @@ export function unknownId(topology: Topology, kind: 'partition' | 'node', id: st
 }
 
 /** The loop's status, or null when no loop runs (a notice about pins is then moot). */
+/** Partitions below their replication factor as the loop judges them: by its repair timeout, with its repairs in flight. */
+export function loopUnderReplicated(topology: Topology, loop: Pick<RebalancerStatus, 'settings' | 'inFlight'>): UnderReplicated[] {
+  // A loop started before repairs existed carries settings without the timeout: the default is what it plans with.
+  const replaceAfterMs = loop.settings.planner.replaceAfterMs ?? DEFAULT_PLANNER_CONFIG.replaceAfterMs;
+  return underReplicated(topology, replaceAfterMs, loop.inFlight.filter((m) => m.op === 'follower_replace'));
+}
+
 export async function loopStatusIfAny(client: Client, scope: string): Promise<RebalancerStatus | null> {
   return rebalancerStatus(client, scope).catch((err: unknown) => {
     if (err instanceof MoveRefused && err.code === 'no_rebalancer') return null;

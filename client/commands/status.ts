@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { DEFAULT_PLANNER_CONFIG, underReplicated, type UnderReplicated } from '../../planner';
+import type { UnderReplicated } from '../../planner';
 import type { RebalancerStatus } from '../../rules/definitions';
 import { formatBytes } from '../../rules/format';
 import { rebalancerStatus } from '../../operations/rebalancer';
 import { defineCommand, moveLabel, table, withConnection, type CommandDeps } from '../output';
-import { readFromLine, underReplicatedView, type ReadFrom } from '../views';
+import { readFromLine, statusView, wholeTopology, type ReadFrom } from '../views';
 import { planLines } from './approve';
 import { loopScope } from './pause';
 
@@ -62,18 +62,14 @@ export function register(program: Command, deps: CommandDeps): void {
       'show the rebalancer: running or paused (by whom and why), pinned partitions and excluded nodes, moves in flight, the last plan and why it started nothing, and the under-replicated partitions with the repairs running (read through the admin service when it runs for this broker, ADMIN_URL, else from the broker whole)',
     examples: ['rebalancer status', 'rebalancer status --json'],
   }).action(async (opts: { json?: boolean }) => {
-    await withConnection(deps, async (ctx) => {
-      const loop = rebalancerStatus(ctx.client, loopScope(ctx));
-      const [s, { under, from }] = await Promise.all([
-        loop,
-        underReplicatedView(async (topology) => {
-          const status = await loop;
-          // A loop started before repairs existed carries settings without the timeout: the default is what it plans with.
-          const replaceAfterMs = status.settings.planner.replaceAfterMs ?? DEFAULT_PLANNER_CONFIG.replaceAfterMs;
-          return underReplicated(topology, replaceAfterMs, status.inFlight.filter((m) => m.op === 'follower_replace'));
-        }),
-      ]);
-      deps.io.out(opts.json ? JSON.stringify({ ...s, underReplicated: under, readFrom: from }) + '\n' : describe(s, under, from) + '\n');
-    });
+    const { status, under, from } = await statusView(() =>
+      withConnection(deps, async (ctx) => {
+        const whole = wholeTopology();
+        // Awaited below; a loop that cannot be asked is reported first.
+        whole.catch(() => undefined);
+        return { status: await rebalancerStatus(ctx.client, loopScope(ctx)), whole: await whole };
+      }),
+    );
+    deps.io.out(opts.json ? JSON.stringify({ ...status, underReplicated: under, readFrom: from }) + '\n' : describe(status, under, from) + '\n');
   });
 }
