@@ -67,6 +67,8 @@ export function balanceFollowers(tp: TickPlanner): void {
     }
     const minRecvCap = smallestReceiver!.capMin;
     let best: Candidate | null = null;
+    /** The best retained copy an owner holds, taken only where nothing but whole copies could move otherwise. */
+    let freed: Candidate | null = null;
     // Retained copies first, whichever source they would relieve: they cost the least, and the scan below stops at
     // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
     // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
@@ -81,9 +83,10 @@ export function balanceFollowers(tp: TickPlanner): void {
           const s = tp.st.nodes[f]!;
           const ds = tp.dev(s);
           const dS = ds + tp.st.copyDelta(p, s, false, -1);
-          if ((ds <= 0 && dS < -t) || !tp.st.stays(s) || tp.cooling(s) || tp.excluded(s) || tp.ctx.moved.get(p)?.has(f) || !tp.canReceive(p, r, s)) continue;
+          if (!givesRetained(tp, p, s, r, ds, dS)) continue;
           best = tp.better(best, p, s, r, ds, dS);
         }
+        freed = freedCopy(tp, freed, p, r);
       }
     }
     for (const s of sources) {
@@ -115,6 +118,7 @@ export function balanceFollowers(tp: TickPlanner): void {
       }
       if (best !== null) break;
     }
+    if (freed !== null && (best === null || best.bytes >= tp.st.bytes[best.p]!)) best = freed;
     if (best === null) {
       const who = over ? `${sources[0]!.id} is ${f2(tp.dev(sources[0]!))} above` : `${receivers[0]!.id} is ${f2(-tp.recvDev(receivers[0]!))} below`;
       const bound = over ? tp.zoneBound(sources[0]!) : null;
@@ -125,9 +129,53 @@ export function balanceFollowers(tp: TickPlanner): void {
           : `${who} the mean but no follower move can start: ${tp.held}`;
       return;
     }
-    const { p, s, r, imp } = best;
-    tp.followerMove(p, s, r, `${tp.side(s, tp.dev(s))} sheds to ${tp.side(r, tp.recvDev(r))}, mean ${f2(tp.st.mean)}: their spread improves by ${f2(imp)}`);
+    const { p, s, r, imp, via } = best;
+    if (via === undefined && tp.awaitingFreed.has(r.index) && best.bytes >= tp.st.bytes[p]!) return;
+    const why = `${tp.side(s, tp.dev(s))} sheds to ${tp.side(r, tp.recvDev(r))}, mean ${f2(tp.st.mean)}: their spread improves by ${f2(imp)}`;
+    if (via === undefined) tp.followerMove(p, s, r, why);
+    else {
+      tp.awaitingFreed.add(r.index);
+      tp.handoff(p, s, via, `frees ${s.id}'s copy of ${tp.st.id(p)} to move to ${r.id}, which holds a retained copy of it, as a follower's: ${why}`);
+    }
   }
+}
+
+/** Whether s may give its copy of p to r, which holds a retained copy of it (s at `ds` from the mean, `dS` after). */
+function givesRetained(tp: TickPlanner, p: number, s: NodeState, r: NodeState, ds: number, dS: number): boolean {
+  const t = tp.ctx.config.threshold;
+  return !((ds <= 0 && dS < -t) || !tp.st.stays(s) || tp.cooling(s) || tp.excluded(s) || tp.ctx.moved.get(p)?.has(s.index) || !tp.canReceive(p, r, s));
+}
+
+/**
+ * A retained copy on r of a partition its owner should give: a follower move takes only followers, so the owner
+ * first hands its role to a follower the owned and traffic bands allow, and its copy, a follower's then, moves on a
+ * later tick (PD moves a leader's peer so: transfer the leader, then move the peer). Taken only where the best move
+ * otherwise copies a partition whole: a returning node whose other retained copies were of partitions an overfull
+ * node owns took a copy in full (31.8 MB in the settle bench's return, against a bound of 2.4 MB).
+ */
+function freedCopy(tp: TickPlanner, best: Candidate | null, p: number, r: NodeState): Candidate | null {
+  const o = tp.st.owner[p]!;
+  if (o < 0) return best;
+  const s = tp.st.nodes[o]!;
+  const ds = tp.dev(s);
+  // Weighed as the follower's copy it becomes: the role's load goes to another holder, not off the pair's books.
+  const dS = ds + tp.st.copyDelta(p, s, false, -1);
+  if (!givesRetained(tp, p, s, r, ds, dS)) return best;
+  const t = tp.ctx.config.threshold;
+  let via: NodeState | undefined;
+  let nearest = -Infinity;
+  for (const f of tp.st.followers(p)) {
+    const d = tp.st.nodes[f]!;
+    if (!tp.st.stays(d) || d.suspended || tp.excluded(d) || tp.ctx.formerOwners.get(p)?.has(f) || !tp.meter.roleKeeps(p, s, d) || tp.stepCooldown(p, s, d) !== null) continue;
+    // The role goes where it takes no node above the band, or above where the owner ends: two nodes above it traded
+    // roles to free copies for nothing.
+    if (tp.dev(d) + tp.st.roleDelta(p, d, 1) > Math.max(t, dS)) continue;
+    const near = tp.meter.roleNearer(p, s, d);
+    if (near > nearest) [via, nearest] = [d, near];
+  }
+  if (via === undefined) return best;
+  const next = tp.better(best, p, s, r, ds, dS);
+  return next === best || next === null ? best : { ...next, via };
 }
 
 /**

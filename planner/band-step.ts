@@ -97,6 +97,7 @@ export function balanceBands(tp: TickPlanner): void {
             continue;
           }
           const bytes = st.bytesTo(p, r.index);
+          if (bytes >= st.bytes[p]! && tp.awaitingFreed.has(r.index)) continue;
           if (exc[r.index] === 0 && bytes > 0 && waiting.length > 0) {
             waitsFor ??= waiting.find((n) => retainsFrom(tp, s, n)) ?? null;
             if (waitsFor !== null) {

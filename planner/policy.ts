@@ -3,7 +3,8 @@
  * this order. Nothing while any recovery is pending; lost copies are replaced first (repair.ts); a draining node's
  * copies leave next, owners by handoff, then follower moves (drain.ts); then follower moves that bring the total
  * score inside its band (balance.ts), and those that bring each dimension inside its own band (band-step.ts);
- * owner handoffs only once no follower move is in flight or proposed (balance.ts). The rules every step checks are
+ * owner handoffs only once no follower move is in flight or proposed (balance.ts), but for one that frees an owner's
+ * copy for a node holding a retained copy of it, the first half of that move. The rules every step checks are
  * tick.ts's.
  */
 import { balanceFollowers, balanceOwners } from './balance';

@@ -44,6 +44,8 @@ export interface Candidate {
   bytes: number;
   /** How well the copy fits what the pair lacks and has too much of (see `BandMeter.copyFit`), 0 at best. */
   near: number;
+  /** s owns p: it first hands the owner role to this follower, and its copy moves once a follower's (see `freedCopy`). */
+  via?: NodeState;
 }
 
 /** One tick's search: the state, its rules, and what it has proposed so far. */
@@ -58,6 +60,8 @@ export class TickPlanner {
   readonly meter: BandMeter;
   /** Why the band step proposed nothing while a node was outside a band (see `bandsIdleReason`). */
   bandsBlocked: string | null = null;
+  /** Receivers a handoff of this tick frees a retained copy for (`freedCopy`): they take no whole copy before it arrives. */
+  readonly awaitingFreed = new Set<number>();
   /** The first step a cooldown or a busy partition held back that would otherwise have been proposed: the idle reason's detail. */
   held: string | null = null;
   /** Partitions held whole and nodes cooling down at this tick's clock, by index (node cooldowns as end times, 0 when none). */

@@ -4,7 +4,7 @@ import { BandMeter } from '../../planner/bands';
 import { ClusterState } from '../../planner/state';
 import { TickPlanner } from '../../planner/tick';
 import { large, runScenario, SCENARIOS } from '../../bench/planner';
-import { afterSteps, applySteps, input, ring, topology } from './planner-topology';
+import { afterSteps, applySteps, input, node, partition, ring, topology } from './planner-topology';
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -102,6 +102,38 @@ describe('a node returning with retained copies', () => {
       expect(r.bytesMoved, name).toBeLessThanOrEqual(1.05 * r.lowerBound.bytes);
       expect(Object.values(r.bands).every((b) => b.inside), name).toBe(true);
     }
+  });
+});
+
+describe('a node returning with retained copies of partitions an overfull node owns', () => {
+  // Zones z1 {n0, n4}, z2 {n1, n3}, z3 {n2, n5}, one copy of each partition per zone: every z1 copy is on n0 while n4
+  // was away, and n4 comes back holding retained copies (a tenth of a MB short) of the 4 partitions n0 owns. Only
+  // n0's copies may go to n4, and a follower move takes only followers.
+  const MB = 1_000_000;
+  const returning = () => {
+    const nodes = [['n0', 'z1'], ['n1', 'z2'], ['n2', 'z3'], ['n3', 'z2'], ['n4', 'z1'], ['n5', 'z3']].map(([id, zone]) => node(id!, { zone }));
+    const parts = Array.from({ length: 12 }, (_, i) => {
+      const [z2, z3] = i % 2 === 0 ? ['n1', 'n2'] : ['n3', 'n5'];
+      const owner = i < 4 ? 'n0' : i < 8 ? z2 : z3;
+      const p = partition(`q-${i}`, owner, ['n0', z2, z3].filter((c) => c !== owner), { historyBytes: 100 * MB });
+      if (i < 4) p.retainedCopies = [{ node: 'n4', durableOffset: 0, removedAt: 0, retainedUntil: 1e12, bytesToCatchUp: MB / 10 }];
+      return p;
+    });
+    return topology(nodes, parts);
+  };
+
+  it('takes them by a handoff first, then the copy as a follower\'s, before any whole copy', () => {
+    const t = returning();
+    const plan = planToConvergence(input(t), DEFAULT_PLANNER_CONFIG);
+    const freed = plan.steps.filter((s) => s.op === 'owner_handoff' && s.from === 'n0' && /^frees n0's copy of q-\d to move to n4/.test(s.reason));
+    const moves = plan.steps.filter((s) => s.op === 'follower_move');
+    // Each freed partition's copy then moves from n0 to n4 at what the retained copy lacks, before any whole copy.
+    expect(freed.length).toBeGreaterThanOrEqual(3);
+    for (const h of freed) expect(moves.find((m) => m.partition === h.partition)).toMatchObject({ from: 'n0', to: 'n4', bytes: MB / 10 });
+    expect(moves.findIndex((m) => m.bytes === 100 * MB)).toBe(freed.length);
+    // 6 copies go to n4 (its zone's half); 3 whole ones, where every one was whole before (600 MB).
+    expect(moves.reduce((a, m) => a + m.bytes, 0)).toBeLessThanOrEqual(3 * 100 * MB + 3 * (MB / 10));
+    expect(dimensionBands(input(afterSteps(t, plan.steps)), DEFAULT_PLANNER_CONFIG).filter((b) => !b.inside)).toEqual([]);
   });
 });
 

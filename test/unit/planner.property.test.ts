@@ -415,7 +415,9 @@ describe('planner plans pinned', () => {
    * after their handoffs and copies fitted to the band edges: 1098, the ring 948; owner handoffs keep the owned band
    * but from a source above the score's band, and one that brings a pair nearer it needs no margin: 1098 became 1131;
    * copies' shares go by what the zone rule lets each zone hold: 1131 became 1136; a handoff that mends the owned or
-   * traffic band is made whatever the totals say, and none takes a node further outside them: 1136 became 1183).
+   * traffic band is made whatever the totals say, and none takes a node further outside them: 1136 became 1183; an
+   * owner hands its role off to free its copy for a node holding a retained copy where only whole copies would move
+   * otherwise: 1183 became 1180, 5 such handoffs in the 200 clusters, 0.8% fewer bytes copied).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -432,7 +434,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1183, sha: '0005bd33f9a8d64db7a7439aea8a13d4e64b880def86598c95e0247fed56d8af' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1180, sha: '2df38289da112d424bbd604e20354cf4194e981ebd5d53ae5c7cec467b629cc6' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
