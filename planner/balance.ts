@@ -130,7 +130,10 @@ export function balanceFollowers(tp: TickPlanner): void {
       return;
     }
     const { p, s, r, imp, via } = best;
-    if (via === undefined && tp.awaitingFreed.has(r.index) && best.bytes >= tp.st.bytes[p]!) return;
+    if (via === undefined && tp.awaitingFreed.has(r.index) && best.bytes >= tp.st.bytes[p]!) {
+      tp.blocked ??= `${r.id} takes no whole copy while a handoff frees a copy of a partition it holds a retained copy of, to move to it instead`;
+      return;
+    }
     const why = `${tp.side(s, tp.dev(s))} sheds to ${tp.side(r, tp.recvDev(r))}, mean ${f2(tp.st.mean)}: their spread improves by ${f2(imp)}`;
     if (via === undefined) tp.followerMove(p, s, r, why);
     else {

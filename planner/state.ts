@@ -101,6 +101,8 @@ export class ClusterState {
   readonly cheapest: Float64Array;
   /** Per partition: why it is not touched now (a change in flight, a stream, ...), or null. */
   readonly busy: (string | null)[];
+  /** Partitions with an owner handoff in flight (already counted as done). */
+  readonly handingOff: number[] = [];
   /**
    * Every node holding a copy of partition p (owner, followers, learners, leaving) is in slots
    * p * stride .. p * stride + copyCount[p] - 1 of copyNode, with its role (FOLLOWER or OTHER) in copyRole.
@@ -464,6 +466,7 @@ export class ClusterState {
     if (p === undefined || to === undefined) return;
     this.busy[p] ??= `a ${m.op.replace('_', ' ')} in flight`;
     if (m.op === 'owner_handoff') {
+      this.handingOff.push(p);
       if (from !== undefined && this.owner[p] === from && this.holds(p, to)) this.handoff(p, from, to);
       return;
     }

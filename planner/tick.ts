@@ -60,7 +60,10 @@ export class TickPlanner {
   readonly meter: BandMeter;
   /** Why the band step proposed nothing while a node was outside a band (see `bandsIdleReason`). */
   bandsBlocked: string | null = null;
-  /** Receivers a handoff of this tick frees a retained copy for (`freedCopy`): they take no whole copy before it arrives. */
+  /**
+   * Receivers a handoff frees a retained copy for (`freedCopy`), of this tick or in flight: they take no whole copy
+   * before it can move (the loop's next tick copied a partition whole while the handoff ran).
+   */
   readonly awaitingFreed = new Set<number>();
   /** The first step a cooldown or a busy partition held back that would otherwise have been proposed: the idle reason's detail. */
   held: string | null = null;
@@ -105,6 +108,7 @@ export class TickPlanner {
         mark(this.coolArrived, p, m.to, m.until);
       }
     }
+    for (const p of st.handingOff) for (const r of st.retainedAt(p)?.keys() ?? []) this.awaitingFreed.add(r);
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
     this.refresh(...st.nodes);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { bandWords, DEFAULT_PLANNER_CONFIG, dimensionBands, planToConvergence, validatePlannerConfig } from '../../planner';
+import { bandWords, DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, validatePlannerConfig } from '../../planner';
 import { BandMeter } from '../../planner/bands';
 import { ClusterState } from '../../planner/state';
 import { TickPlanner } from '../../planner/tick';
@@ -110,13 +110,13 @@ describe('a node returning with retained copies of partitions an overfull node o
   // was away, and n4 comes back holding retained copies (a tenth of a MB short) of the 4 partitions n0 owns. Only
   // n0's copies may go to n4, and a follower move takes only followers.
   const MB = 1_000_000;
-  const returning = () => {
+  const returning = (retained = 4) => {
     const nodes = [['n0', 'z1'], ['n1', 'z2'], ['n2', 'z3'], ['n3', 'z2'], ['n4', 'z1'], ['n5', 'z3']].map(([id, zone]) => node(id!, { zone }));
     const parts = Array.from({ length: 12 }, (_, i) => {
       const [z2, z3] = i % 2 === 0 ? ['n1', 'n2'] : ['n3', 'n5'];
       const owner = i < 4 ? 'n0' : i < 8 ? z2 : z3;
       const p = partition(`q-${i}`, owner, ['n0', z2, z3].filter((c) => c !== owner), { historyBytes: 100 * MB });
-      if (i < 4) p.retainedCopies = [{ node: 'n4', durableOffset: 0, removedAt: 0, retainedUntil: 1e12, bytesToCatchUp: MB / 10 }];
+      if (i < retained) p.retainedCopies = [{ node: 'n4', durableOffset: 0, removedAt: 0, retainedUntil: 1e12, bytesToCatchUp: MB / 10 }];
       return p;
     });
     return topology(nodes, parts);
@@ -134,6 +134,21 @@ describe('a node returning with retained copies of partitions an overfull node o
     // 6 copies go to n4 (its zone's half); 3 whole ones, where every one was whole before (600 MB).
     expect(moves.reduce((a, m) => a + m.bytes, 0)).toBeLessThanOrEqual(3 * 100 * MB + 3 * (MB / 10));
     expect(dimensionBands(input(afterSteps(t, plan.steps)), DEFAULT_PLANNER_CONFIG).filter((b) => !b.inside)).toEqual([]);
+  });
+
+  it('while such a handoff runs, the receiver takes no whole copy, and the loop says why', () => {
+    // The loop's next tick, the handoff freeing n0's copy of q-0 (n4's only retained copy) in flight: the loop copied a
+    // partition whole to n4 meanwhile. A follower move elsewhere is in flight too, so no owner handoff balances roles.
+    const running = input(returning(1), {
+      inFlight: [
+        { partition: 'q-0', op: 'owner_handoff', from: 'n0', to: 'n1', bytesRemaining: 0 },
+        { partition: 'q-4', op: 'follower_move', from: 'n2', to: 'n5', bytesRemaining: 100 * MB },
+      ],
+    });
+    const tick = planNow(running, DEFAULT_PLANNER_CONFIG);
+    expect(tick.steps.filter((s) => s.op === 'follower_move' && s.to === 'n4' && s.bytes === 100 * MB)).toEqual([]);
+    expect(tick.steps).toEqual([]);
+    expect(tick.idleReason).toMatch(/^n4 takes no whole copy while a handoff frees a copy/);
   });
 });
 
