@@ -89,8 +89,8 @@ export const MOVED = ['replicas', 'disk', 'publishes'] as const;
 /** Dimensions by index in `BandMeter`: the four the bands are set for, then the two parts of traffic. */
 const ALL: readonly (Dimension | GuardDimension)[] = [...DIMENSIONS, 'publishes', 'deliveries'];
 const [REPLICAS, OWNED, DISK, TRAFFIC, PUBLISHES, DELIVERIES] = [0, 1, 2, 3, 4, 5];
-/** `CAP_OF` by index. */
-const CAP_KIND = ALL.map((d) => CAP_OF[d]);
+/** `CAP_OF` by index, as 0 (cap), 1 (capCopy), 2 (capTraffic): a node's capacity is then read by name, not by a key. */
+const CAP_KIND = Int8Array.from(ALL, (d) => ['cap', 'capCopy', 'capTraffic'].indexOf(CAP_OF[d]));
 /** The dimensions a follower copy moves, by index, as operators see them (traffic whole). */
 const COPY_DIMENSIONS = [REPLICAS, DISK, TRAFFIC] as const;
 
@@ -134,7 +134,8 @@ export class BandMeter {
 
   /** Node n's share in dimension i. */
   private shareOf(n: NodeState, i: number): number {
-    return this.share[i]! * n[CAP_KIND[i]!];
+    const kind = CAP_KIND[i]!;
+    return this.share[i]! * (kind === 0 ? n.cap : kind === 1 ? n.capCopy : n.capTraffic);
   }
 
   /** How far load x of node n lies outside its band in dimension i, as a fraction of its share (0 inside). */
