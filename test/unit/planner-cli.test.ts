@@ -45,6 +45,8 @@ describe('rebalancer plan --snapshot', () => {
     ['a follower on an unknown node', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n9'])]), /partition q-0: follower n9 is not a listed node/],
     ['the owner as its own follower', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n0'])]), /partition q-0: the owner n0 is also listed as a follower/],
     ['a duplicate copy', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n1'], { learners: ['n1'] })]), /n1 holds two copies \(follower and learner\)/],
+    ['a learner also leaving', topology([node('n0'), node('n1'), node('n2')], [partition('q-0', 'n0', ['n2'], { learners: ['n1'], leaving: 'n1' })]), /n1 holds two copies \(learner and leaving replica\)/],
+    ['a leaving replica on an unknown node', topology([node('n0'), node('n1')], [partition('q-0', 'n0', ['n1'], { leaving: 'n7' })]), /partition q-0: leaving replica n7 is not a listed node/],
   ])('refuses %s with the first problem, exit 2, changing nothing', async (_what, body, message) => {
     const r = await run('plan', '--json', '--snapshot', file(`bad-${_what.replace(/\W/g, '')}.json`, body));
     expect(r.code).toBe(2);
