@@ -222,6 +222,11 @@ export class BandMeter {
     return n.owned < this.shareOf(n, OWNED) && this.excess(n, OWNED, n.owned) > 0;
   }
 
+  /** Node n's owned partitions or traffic lie outside their band: only then can a handoff with it lower the excess (`roleExcessFalls`). */
+  outsideRoleBands(n: NodeState): boolean {
+    return this.excess(n, OWNED, n.owned) > 0 || this.excess(n, TRAFFIC, n.traffic) > 0;
+  }
+
   /** Handing p's owner role from s to d lowers their summed excess outside the owned and traffic bands. */
   roleExcessFalls(p: number, s: NodeState, d: NodeState): boolean {
     const del = this.st.del[p]!;
