@@ -474,32 +474,28 @@ async function refreshDetail() {
   );
 }
 
-/** The history, when its poll is due: fetched beside the rest, so the first render waits for one round trip, not two. */
-function historyIfDue() {
-  if (Date.now() - state.historyAt < HISTORY_POLL_MS) return null;
+async function refreshHistory() {
+  if (Date.now() - state.historyAt < HISTORY_POLL_MS) return;
   state.historyAt = Date.now();
-  return getJson('/api/history');
+  renderHistory(await getJson('/api/history'));
+  await refreshDetail();
 }
 
 async function refresh() {
   const filter = $('nodes-filter').value;
   const nodesQuery = new URLSearchParams({ offset: state.nodesOffset, limit: PAGE, sort: $('nodes-sort').value, ...(filter ? { filter } : {}) });
   try {
-    const [status, nodes, moves, history] = await Promise.all([
+    const [status, nodes, moves] = await Promise.all([
       getJson('/api/status'),
       getJson(`/api/nodes?${nodesQuery}`),
       getJson(`/api/moves?offset=${state.movesOffset}&limit=${PAGE}&recent=10`),
-      historyIfDue(),
     ]);
     renderBanner(status);
     renderHolds(status.rebalancer);
     renderPlan(status.rebalancer);
     renderNodes(nodes, new Set((status.rebalancer.excluded ?? []).map((h) => h.id)));
     renderMoves(moves);
-    if (history !== null) {
-      renderHistory(history);
-      await refreshDetail();
-    }
+    await refreshHistory();
     $('updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $('updated').textContent = `update failed: ${err.message}`;
