@@ -217,6 +217,7 @@ export function balanceOwners(tp: TickPlanner): void {
   const od = (n: NodeState): number => tp.st.ownedDev(n, mo);
   const owned = new Float64Array(tp.st.nodes.length);
   const outside = new Uint8Array(tp.st.nodes.length);
+  const followers: number[] = [];
   while (tp.free > 0) {
     const heavy = (n: NodeState): boolean => tp.dev(n) > t;
     const heavyOnes: NodeState[] = [];
@@ -243,7 +244,9 @@ export function balanceOwners(tp: TickPlanner): void {
           if (!tp.touched.has(p) && (tp.outsideBand(a, 0) || heavy(s))) held ??= `${tp.st.id(p)} owned by ${s.id} cannot be handed off: ${tp.whyBusy(p)}`;
           continue;
         }
-        for (const f of tp.st.followers(p)) {
+        const count = tp.st.followersInto(p, followers);
+        for (let k = 0; k < count; k++) {
+          const f = followers[k]!;
           const d = tp.st.nodes[f]!;
           if (!tp.st.stays(d) || d.suspended || tp.excluded(d) || tp.ctx.formerOwners.get(p)?.has(f)) continue;
           const b = od(d);
