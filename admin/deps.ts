@@ -9,8 +9,8 @@ import type { UnderReplicated } from '../planner/lost';
 import type { Plan } from '../planner/types';
 import type { ApprovalResult, MoveStatus, ProposedPlan, RebalancerMode, RebalancerStatus, ReconfigurationKind, ReconfigurationRequest, RefreshResult } from '../rules/definitions';
 import type { HoldAction } from '../rules/rebalancer-rules';
-import type { EndedMove, MoveDetail } from '../operations/moves';
-import type { ScoresView } from '../operations/scores';
+import type { EndedMove, MoveDetail, MoveInProgress } from '../operations/moves';
+import type { ScoredMove, ScoresView } from '../operations/scores';
 
 /** The rebalancer loop as the admin API shows it (its status query, or `absent`); not the state the loop carries. */
 export interface RebalancerView {
@@ -76,11 +76,14 @@ export interface AdminDeps {
   topologyReads(): ModelStats;
   syncBudget(): Promise<SyncBudget>;
   invariants(): Promise<InvariantsReport>;
-  scores(topology: Topology, moves: MoveStatus[]): ScoresView;
-  plan(topology: Topology, moves: MoveStatus[]): Promise<Plan>;
+  scores(topology: Topology, moves: readonly ScoredMove[]): ScoresView;
+  plan(topology: Topology): Promise<Plan>;
   /** Partitions below their replication factor, the fewest live copies first, with the replacement running on each. */
-  underReplicated(topology: Topology, moves: MoveStatus[]): UnderReplicated[];
-  moves(): Promise<MoveStatus[]>;
+  underReplicated(topology: Topology, moves: readonly Pick<MoveStatus, 'kind' | 'partition' | 'from' | 'to'>[]): UnderReplicated[];
+  /** The reconfigurations in progress as visibility lists them, by partition: one list, no workflow asked. */
+  moves(): Promise<MoveInProgress[]>;
+  /** Their statuses, each workflow queried: for the few a page shows. */
+  statuses(moves: readonly MoveInProgress[]): Promise<MoveStatus[]>;
   recentMoves(limit: number): Promise<EndedMove[]>;
   /** Moves of this task queue that ended after `since`; the outcome is read only of runs `known` does not know. */
   endedMoves(since: Date, known: (runId: string) => boolean): Promise<EndedRun[]>;

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import type { ClusterEvent, Topology, Transfer } from '../cluster/contract';
 import type { NodeScore } from '../planner/types';
 import type { MoveStatus } from '../rules/definitions';
-import type { ScoresView } from '../operations/scores';
+import { withTransferBytes, type ScoresView } from '../operations/scores';
 import type { AdminDeps, EndedRun } from './deps';
 
 export const HISTORY_MS = 3_600_000;
@@ -41,6 +41,9 @@ export type MoveProgress = MoveStatus & { bytesTotal: number | null; bytesCopied
 
 export class HistoryStore {
   private readonly db: Database.Database;
+  /** A move's peak, read and written for every move a page shows and every move in progress at each sample. */
+  private readonly peakRead: Database.Statement<[string], { bytes: number }>;
+  private readonly peakWrite: Database.Statement<[string, number]>;
 
   /** `file` null keeps it in memory; `now` is the clock samples are pruned by (a test's own). */
   constructor(
@@ -61,6 +64,8 @@ export class HistoryStore {
         to_node TEXT, closed_at INTEGER NOT NULL, outcome TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS move_peak (move TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
       CREATE TABLE IF NOT EXISTS history_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);`);
+    this.peakRead = this.db.prepare('SELECT bytes FROM move_peak WHERE move = ?');
+    this.peakWrite = this.db.prepare('INSERT OR REPLACE INTO move_peak (move, bytes) VALUES (?, ?)');
   }
 
   /** Where reading the broker's event feed goes on from (0 before the first read). */
@@ -136,33 +141,44 @@ export class HistoryStore {
    * Each running move with the bytes it copies in all: the most it was ever seen to have left, by the workflow or
    * by the broker's transfer to its target (`transfers`: the most each transfer, `partition node`, had left, from
    * the broker's progress events, which are ahead of the workflow's reports). Remembered here, so a move that
-   * began before a restart still shows what it copied; forgotten once the move no longer runs.
+   * began before a restart still shows what it copied; forgotten by `keepOnly` once the move no longer runs.
    */
-  progress(running: MoveStatus[], transfers: ReadonlyMap<string, number>): MoveProgress[] {
-    const read = this.db.prepare<[string], { bytes: number }>('SELECT bytes FROM move_peak WHERE move = ?');
-    const write = this.db.prepare('INSERT OR REPLACE INTO move_peak (move, bytes) VALUES (?, ?)');
-    return this.db.transaction(() => {
-      const keys: string[] = [];
-      const out = running.map((m) => {
-        const key = `${m.partition} ${m.kind} ${m.from ?? '+'}>${m.to}`;
-        keys.push(key);
-        const broker = transfers.get(`${m.partition} ${m.to}`) ?? 0;
-        const known = read.get(key)?.bytes ?? 0;
-        const peak = Math.max(known, broker, m.bytesRemaining ?? 0);
-        if (peak > known) write.run(key, peak);
+  progress(running: readonly MoveStatus[], transfers: ReadonlyMap<string, number>): MoveProgress[] {
+    return this.db.transaction(() =>
+      running.map((m) => {
+        const peak = this.notePeak(m, transfers, m.bytesRemaining ?? 0);
         if (m.bytesRemaining === null) return { ...m, bytesTotal: null, bytesCopied: null };
         return { ...m, bytesTotal: peak, bytesCopied: peak - m.bytesRemaining };
-      });
-      const placeholders = keys.map(() => '?').join(',');
-      this.db.prepare(`DELETE FROM move_peak WHERE move NOT IN (${placeholders})`).run(...keys);
-      return out;
+      }),
+    )();
+  }
+
+  /** Notes the broker's peak of each move in progress and forgets every other move's (those that no longer run). */
+  keepOnly(running: readonly MovePeakKey[], transfers: ReadonlyMap<string, number>): void {
+    this.db.transaction(() => {
+      for (const m of running) this.notePeak(m, transfers, 0);
+      const keys = running.map(peakKey);
+      this.db.prepare(`DELETE FROM move_peak WHERE move NOT IN (${keys.map(() => '?').join(',')})`).run(...keys);
     })();
+  }
+
+  /** The move's peak, raised to what the broker's transfer or the workflow (`reported`) says it had left. */
+  private notePeak(m: MovePeakKey, transfers: ReadonlyMap<string, number>, reported: number): number {
+    const key = peakKey(m);
+    const known = this.peakRead.get(key)?.bytes ?? 0;
+    const peak = Math.max(known, transfers.get(`${m.partition} ${m.to}`) ?? 0, reported);
+    if (peak > known) this.peakWrite.run(key, peak);
+    return peak;
   }
 
   close(): void {
     this.db.close();
   }
 }
+
+/** What names a move's peak: one move of a partition, of its kind, between its nodes. */
+type MovePeakKey = Pick<MoveStatus, 'partition' | 'kind' | 'from' | 'to'>;
+const peakKey = (m: MovePeakKey) => `${m.partition} ${m.kind} ${m.from ?? '+'}>${m.to}`;
 
 /** Per dimension, the live node (not draining) furthest from the dimension's mean over those nodes. */
 export function worstByDimension(nodes: NodeScore[]): ClusterSample['worst'] {
@@ -226,7 +242,7 @@ export interface Sampler {
   /** Why the last sample failed (the broker or Temporal did not answer), null when it did not. */
   lastError(): string | null;
   /** The running moves with their bytes copied, as far as the broker's feed has been read (a second behind at most, once caught up). */
-  progress(running: MoveStatus[]): MoveProgress[];
+  progress(running: readonly MoveStatus[]): MoveProgress[];
   /** Resolves once a sample under way has ended, so the store can be closed after. */
   stop(): Promise<void>;
 }
@@ -281,8 +297,8 @@ export function startSampler(options: {
     const at = Date.now();
     // Its own read of the moves, not the API's one-second cache: a sample must not hand a scrape a list a second old.
     const [topology, budget, running] = await Promise.all([deps.topology(), deps.syncBudget(), deps.moves()]);
-    const view: ScoresView = deps.scores(topology, running);
-    store.progress(running, peaks);
+    const view: ScoresView = deps.scores(topology, withTransferBytes(running, budget.transfers));
+    store.keepOnly(running, peaks);
     const copied = previous ? bytesCopied(previous.transfers, budget.transfers, topology, peaks) : 0;
     const seconds = previous ? (at - previous.at) / 1000 : 0;
     store.record(

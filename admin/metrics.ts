@@ -9,6 +9,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { MoveStatus } from '../rules/definitions';
 import type { AdminDeps } from './deps';
+import { withTransferBytes } from '../operations/scores';
 
 /** The safety invariants a broker's breaches name, numbered 1-5 as the design's (cluster/contract.ts, Breach). */
 const INVARIANTS = [1, 2, 3, 4, 5];
@@ -101,7 +102,7 @@ export function createMetrics() {
       const byInvariant = new Map<string, number>();
       for (const b of invariants.breaches) byInvariant.set(String(b.invariant), (byInvariant.get(String(b.invariant)) ?? 0) + 1);
       followTotals(breaches, 'invariant', breachesSeen, byInvariant);
-      const scores = deps.scores(topology, running);
+      const scores = deps.scores(topology, withTransferBytes(running, budget.transfers));
       spread.set(scores.spread);
       mean.set(scores.mean);
       const reads = deps.topologyReads();

@@ -15,7 +15,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
-import { MoveRefused } from '../operations/moves';
+import { MoveRefused, type MoveInProgress } from '../operations/moves';
 import { reconfigurationWorkflowId, type MoveStatus } from '../rules/definitions';
 import type { AuditLog, AuditSource } from '../operations/audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
@@ -23,7 +23,7 @@ import { HistoryStore, startSampler } from './history';
 import { createMetrics } from './metrics';
 import { openApiDocument, type RouteSpec } from './openapi';
 import { loopUnderReplicated, unknownId } from '../operations/rebalancer';
-import { byNodeId } from '../operations/scores';
+import { byNodeId, withTransferBytes } from '../operations/scores';
 import type { HoldAction } from '../rules/rebalancer-rules';
 import { AuditQuery, DrainBody, HistoryQuery, HistoryReply, NodeDetailReply, MoveRequestBody, MovesQuery, NodeActionBody, NodeParams, NodesQuery, Operator, PartitionActionBody, PartitionParams, PlanParams, ReasonBody } from './schemas';
 
@@ -177,16 +177,17 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   const source = { ...deps.source, namespace: options.namespace };
   const workflowLink = (workflowId: string) => `${ui}/namespaces/${encodeURIComponent(options.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 
-  /** Moves are read once a second at most, however many dashboards and scrapers ask. */
-  let movesRead: { at: number; moves: Promise<MoveStatus[]> } | null = null;
-  const moves = (): Promise<MoveStatus[]> => {
-    if (!movesRead || Date.now() - movesRead.at > 1_000) {
-      const read = deps.moves();
-      movesRead = { at: Date.now(), moves: read };
-      read.catch(() => (movesRead = null));
-    }
-    return movesRead.moves;
+  /** Moves in progress are listed once a second at most, however many dashboards and scrapers ask. */
+  let movesRead: { at: number; moves: Promise<MoveInProgress[]> } | null = null;
+  const moves = (): Promise<MoveInProgress[]> => {
+    if (movesRead && Date.now() - movesRead.at <= 1_000) return movesRead.moves;
+    const read = deps.moves();
+    movesRead = { at: Date.now(), moves: read };
+    read.catch(() => (movesRead = null));
+    return read;
   };
+  /** The scores with the moves in progress counted, their bytes as the broker's transfers say. */
+  const scores = async (topology: Topology, running: readonly MoveInProgress[]) => deps.scores(topology, withTransferBytes(running, (await deps.syncBudget()).transfers));
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
   const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
   const withProgress = (running: MoveStatus[]) =>
@@ -266,7 +267,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       handler: async (req) => {
         const q = parse(NodesQuery, req.query, 'query');
         const [topology, running] = await Promise.all([deps.topology(), moves()]);
-        const view = deps.scores(topology, running);
+        const view = await scores(topology, running);
         const needle = q.filter?.toLowerCase();
         const chosen = view.nodes.filter((n) => !needle || n.node.toLowerCase().includes(needle) || n.zone.toLowerCase().includes(needle));
         chosen.sort(q.sort === 'id' ? byNodeId : (a, b) => b.total - a.total);
@@ -292,7 +293,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         const { minutes } = parse(HistoryQuery, req.query, 'query');
         const [topology, running] = await Promise.all([deps.topology(), moves()]);
         checkNames(topology, null, { node });
-        const view = deps.scores(topology, running);
+        const view = await scores(topology, running);
+        const mine = await deps.statuses(running.filter((m) => m.from === node || m.to === node));
         const since = Date.now() - minutes * 60_000;
         const roleOf = (p: Topology['partitions'][number]) =>
           p.owner === node ? 'owner' : p.followers.includes(node) ? 'follower' : p.learners.includes(node) ? 'learner' : p.leaving === node ? 'leaving' : null;
@@ -305,7 +307,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
             const role = roleOf(p);
             return role ? [{ partition: p.id, kind: p.kind, role }] : [];
           }),
-          running: withProgress(running).filter((m) => m.from === node || m.to === node),
+          running: withProgress(mine),
           ended: history.ended(since, node),
           points: history.nodePoints(node, since),
         };
@@ -331,12 +333,13 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       handler: async (req) => {
         const q = parse(MovesQuery, req.query, 'query');
         const [running, recent] = await Promise.all([moves(), q.recent > 0 ? deps.recentMoves(q.recent) : Promise.resolve([])]);
-        const views = withProgress(running);
+        // Only the page's moves are asked for their status: one that ended since the list is left out of the page.
+        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit));
         return {
-          total: views.length,
+          total: running.length,
           offset: q.offset,
           limit: q.limit,
-          running: views.slice(q.offset, q.offset + q.limit),
+          running: withProgress(page),
           recent: recent.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
         };
       },
@@ -352,8 +355,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     {
       method: 'GET', url: '/api/plan', summary: 'Dry run: the moves the planner would make now and to convergence',
       handler: async () => {
-        const [topology, running] = await Promise.all([deps.topology(), moves()]);
-        return deps.plan(topology, running);
+        return deps.plan(await deps.topology());
       },
     },
     {
@@ -441,7 +443,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     {
       method: 'GET', url: '/metrics', summary: 'Prometheus metrics of the service', produces: 'text/plain',
       handler: async (_req, reply) => {
-        const text = await metrics.scrape(deps, moves);
+        const text = await metrics.scrape(deps, async () => deps.statuses(await moves()));
         void reply.type(metrics.contentType);
         return text;
       },

@@ -6,7 +6,7 @@ import { withCooledMoves } from '../operations/closed';
 import { dryRun } from '../operations/dry-run';
 import { startGrow, startReplace } from '../operations/grow';
 import { startHandoff, startOwnerMove } from '../operations/handoff';
-import { cancelMove, listMoves, outcomeOf, recentMoves, showMove, startFollowerMove } from '../operations/moves';
+import { cancelMove, listMovesInProgress, moveStatuses, outcomeOf, recentMoves, showMove, startFollowerMove } from '../operations/moves';
 import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../operations/rebalancer';
 import { relayScope, relayWorkflowId } from '../operations/relay';
 import { nodeScores } from '../operations/scores';
@@ -96,7 +96,8 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
         planner.replaceAfterMs,
         moves.filter((m) => m.kind === 'replace'),
       ),
-    moves: () => listMoves(client, taskQueue),
+    moves: () => listMovesInProgress(client, taskQueue),
+    statuses: (moves) => moveStatuses(client, moves),
     recentMoves: (limit) => recentMoves(client, limit),
     async endedMoves(since, known) {
       const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH '${RECONFIGURATION_ID_PREFIX}' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;

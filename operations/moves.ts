@@ -22,6 +22,7 @@ import {
   WORKFLOW_TYPE,
   type FollowerMoveRequest,
   type MoveOutcome,
+  type MovePhase,
   type MoveStatus,
   type ReconfigurationKind,
 } from '../rules/definitions';
@@ -197,17 +198,45 @@ async function describeRunning(client: Client, workflowId: string): Promise<stri
 }
 
 /**
- * Status of every reconfiguration in progress on the task queue (this deployment's workers), by partition (q-2
- * before q-10); queried all at once. Other task queues of the namespace are left out: their workers may be gone,
- * and a query to a workflow no worker polls waits until it times out.
+ * A reconfiguration in progress as visibility lists it: what it moves and its phase, from the search attributes it
+ * starts with and upserts, so listing thousands asks no workflow anything.
  */
-export async function listMoves(client: Client, taskQueue: string): Promise<MoveStatus[]> {
-  const ids: string[] = [];
+export type MoveInProgress = Pick<MoveStatus, 'kind' | 'partition' | 'from' | 'to' | 'phase'> & { workflowId: string };
+
+const byPartition = (a: { partition: string }, b: { partition: string }) => a.partition.localeCompare(b.partition, 'en', { numeric: true });
+
+/**
+ * Every reconfiguration in progress on the task queue (this deployment's workers), by partition (q-2 before q-10),
+ * from one visibility list: at 200 in progress, a query to each took a second, which every page of the dashboard
+ * waited for. A run without its search attributes (none starts so) is queried. Other task queues of the namespace are
+ * left out: their workers may be gone, and a query to a workflow no worker polls waits until it times out.
+ */
+export async function listMovesInProgress(client: Client, taskQueue: string): Promise<MoveInProgress[]> {
+  const listed: MoveInProgress[] = [];
+  const unnamed: string[] = [];
   const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
-  for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
-  // A workflow that ended between the list and the query is no longer in progress.
-  const statuses = await Promise.all(ids.map((id) => client.workflow.getHandle(id).query(statusQuery).catch(() => null)));
-  return statuses.filter((s) => s !== null).sort((a, b) => a.partition.localeCompare(b.partition, 'en', { numeric: true }));
+  for await (const wf of client.workflow.list({ query })) {
+    const attrs = wf.typedSearchAttributes;
+    const [kind, to, phase] = [attrs.get(KindKey), attrs.get(TargetKey), attrs.get(PhaseKey)];
+    if (kind === undefined || to === undefined || phase === undefined) unnamed.push(wf.workflowId);
+    else {
+      const partition = attrs.get(PartitionKey) ?? wf.workflowId.slice(RECONFIGURATION_ID_PREFIX.length);
+      listed.push({ workflowId: wf.workflowId, kind: kind as ReconfigurationKind, partition, from: attrs.get(SourceKey) ?? null, to, phase: phase as MovePhase });
+    }
+  }
+  const queried = await moveStatuses(client, unnamed.map((workflowId) => ({ workflowId })));
+  return [...listed, ...queried.map((m) => ({ workflowId: reconfigurationWorkflowId(m.partition), kind: m.kind, partition: m.partition, from: m.from, to: m.to, phase: m.phase }))].sort(byPartition);
+}
+
+/** The status of each of these reconfigurations, queried at once, in their order; one that ended meanwhile is left out. */
+export async function moveStatuses(client: Client, moves: readonly { workflowId: string }[]): Promise<MoveStatus[]> {
+  const statuses = await Promise.all(moves.map((m) => client.workflow.getHandle(m.workflowId).query(statusQuery).catch(() => null)));
+  return statuses.filter((s) => s !== null);
+}
+
+/** Status of every reconfiguration in progress on the task queue, by partition: a query to each (`listMovesInProgress`). */
+export async function listMoves(client: Client, taskQueue: string): Promise<MoveStatus[]> {
+  return moveStatuses(client, await listMovesInProgress(client, taskQueue));
 }
 
 export interface MoveDetail {

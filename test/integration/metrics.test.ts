@@ -4,7 +4,7 @@
  * counters' names and types per Prometheus conventions, and the planner decisions of a loop and of a drain whose
  * moves all start and end between two scrapes.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { call, startAdminFixture, type AdminFixture } from './admin-fixture';
 import { rebalancerStatus } from '../../operations/rebalancer';
 import { relayScope } from '../../operations/relay';
@@ -79,6 +79,34 @@ describe('metrics', () => {
       if (m[2] === 'counter') expect(m[1]).toMatch(/_total$/);
       else expect(m[1]).not.toMatch(/_total$/);
     }
+  });
+});
+
+describe('moves in progress at size', () => {
+  it('are listed without asking each workflow: the status and the nodes ask none, the moves page only the moves it shows', async () => {
+    const topology = await f.cluster.client.topology();
+    const p = topology.partitions.find((x) => x.id === 'q-541')!;
+    const to = topology.nodes.find((n) => ![p.owner, ...p.followers].includes(n.id))!.id;
+    const started = await call(f.admin.url, 'POST', '/api/moves', { body: { kind: 'follower-move', partition: 'q-541', from: p.followers[0], to, reason: 'listing test' } });
+    expect(started.status).toBe(202);
+    await eventually('q-541 copying to its target', async () => ((await f.cluster.client.syncBudget()).transfers.some((t) => t.partition === 'q-541' && t.node === to && t.bytesRemaining > 0) ? true : undefined));
+    // At 200 moves in progress, a query to each took a second, which every page of the dashboard waited for.
+    const asked = vi.spyOn(f.deps, 'statuses');
+    try {
+      const status = (await call(f.admin.url, 'GET', '/api/status')).body as { movesRunning: number };
+      expect(status.movesRunning).toBe(1);
+      // The copy arriving counts in its target's sync term, its bytes as the broker's transfer says.
+      const nodes = (await call(f.admin.url, 'GET', '/api/nodes?sort=id')).body as { nodes: { node: string; sync: number }[] };
+      expect(nodes.nodes.find((n) => n.node === to)!.sync).toBeGreaterThan(0);
+      expect(asked).not.toHaveBeenCalled();
+      const page = (await call(f.admin.url, 'GET', '/api/moves?limit=1&recent=0')).body as { total: number; running: { partition: string; phase: string; bytesTotal: number | null }[] };
+      expect(page.total).toBe(1);
+      expect(page.running).toEqual([expect.objectContaining({ partition: 'q-541', phase: expect.any(String) })]);
+      expect(asked.mock.calls.map(([moves]) => moves.map((m) => m.partition))).toEqual([['q-541']]);
+    } finally {
+      asked.mockRestore();
+    }
+    await eventually('the move to end', async () => ((await call(f.admin.url, 'GET', '/api/moves/q-541')).body.running === false ? true : undefined), 120_000);
   });
 });
 

@@ -32,7 +32,7 @@ function move(blockingReason: string | null): MoveStatus {
 function sources(state: () => RebalancerView): AdminDeps {
   return {
     topology: async () => ({ nodes: [], partitions: [] }),
-    syncBudget: async () => ({ nodes: [] }),
+    syncBudget: async () => ({ nodes: [], transfers: [] }),
     invariants: async () => ({ breaches: [] }),
     relayLag: async () => 0,
     rebalancer: { status: async () => state() },
@@ -101,8 +101,8 @@ describe('the series count at size (issue 20)', () => {
     const deps = {
       ...sources(() => running),
       topology: async () => ({ nodes: nodes.map((id) => ({ id })), partitions }),
-      syncBudget: async () => ({ nodes: nodes.map((node) => ({ node, inUse: 1, limit: 2 })) }),
-    } as AdminDeps;
+      syncBudget: async () => ({ nodes: nodes.map((node) => ({ node, inUse: 1, limit: 2 })), transfers: [] }),
+    } as unknown as AdminDeps;
     const moves = Array.from({ length: 1000 }, (_, i) => ({ ...move(i % 2 === 0 ? 'stalled' : null), partition: `q-${i}` }));
     const text = await createMetrics().scrape(deps, async () => moves);
     const series = text.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
