@@ -126,8 +126,12 @@ describe('a move\'s progress', () => {
     expect(store.progress([move(28_000_000)], peaks)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 2_000_000 });
     // Read without the broker (the API's own reads) the total stays.
     expect(store.progress([move(19_600_000)], NONE)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 10_400_000 });
-    // Once the move no longer runs its total is forgotten: the next move of the partition starts anew.
-    store.progress([], NONE);
+    // A page of other moves forgets nothing: the API reads only the moves a page shows.
+    store.progress([move(1_000, { partition: 'q-2', to: 'n2' })], NONE);
+    expect(store.progress([move(19_000_000)], NONE)[0]).toMatchObject({ bytesTotal: 30_000_000, bytesCopied: 11_000_000 });
+    // Once the move is no longer in progress as a sample lists them, its total is forgotten: the next move of the
+    // partition starts anew.
+    store.keepOnly([], NONE);
     expect(store.progress([move(5_000)], NONE)[0]).toMatchObject({ bytesTotal: 5_000, bytesCopied: 0 });
     // A transfer the broker reports caught up ends: the next one to that node counts from its own start.
     notePeaks(peaks, [progress('n6', 0), progress('n6', 8_000)]);
