@@ -14,7 +14,7 @@ import path from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
-import type { Topology } from '../cluster/contract';
+import type { SyncBudget, Topology } from '../cluster/contract';
 import { MoveRefused, type MoveInProgress } from '../operations/moves';
 import { reconfigurationWorkflowId, type MoveStatus } from '../rules/definitions';
 import type { AuditLog, AuditSource } from '../operations/audit';
@@ -187,7 +187,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     return read;
   };
   /** The scores with the moves in progress counted, their bytes as the broker's transfers say. */
-  const scores = async (topology: Topology, running: readonly MoveInProgress[]) => deps.scores(topology, withTransferBytes(running, (await deps.syncBudget()).transfers));
+  const scores = (topology: Topology, running: readonly MoveInProgress[], budget: SyncBudget) => deps.scores(topology, withTransferBytes(running, budget.transfers));
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
   const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
   const withProgress = (running: MoveStatus[]) =>
@@ -266,8 +266,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       method: 'GET', url: '/api/nodes', query: NodesQuery, summary: 'Nodes with their score vectors, the cluster mean and both thresholds (paged)',
       handler: async (req) => {
         const q = parse(NodesQuery, req.query, 'query');
-        const [topology, running] = await Promise.all([deps.topology(), moves()]);
-        const view = await scores(topology, running);
+        const [topology, running, budget] = await Promise.all([deps.topology(), moves(), deps.syncBudget()]);
+        const view = scores(topology, running, budget);
         const needle = q.filter?.toLowerCase();
         const chosen = view.nodes.filter((n) => !needle || n.node.toLowerCase().includes(needle) || n.zone.toLowerCase().includes(needle));
         chosen.sort(q.sort === 'id' ? byNodeId : (a, b) => b.total - a.total);
@@ -291,9 +291,9 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       handler: async (req) => {
         const { node } = parse(NodeParams, req.params, 'path');
         const { minutes } = parse(HistoryQuery, req.query, 'query');
-        const [topology, running] = await Promise.all([deps.topology(), moves()]);
+        const [topology, running, budget] = await Promise.all([deps.topology(), moves(), deps.syncBudget()]);
         checkNames(topology, null, { node });
-        const view = await scores(topology, running);
+        const view = scores(topology, running, budget);
         const mine = await deps.statuses(running.filter((m) => m.from === node || m.to === node));
         const since = Date.now() - minutes * 60_000;
         const roleOf = (p: Topology['partitions'][number]) =>
