@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { outcomeOf } from '../operations/moves';
 import type { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
-import { planToConvergence, predictMs } from '../planner';
+import { KeptReading, planToConvergence, predictMs } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
 import { type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
@@ -25,7 +25,8 @@ export interface RebalancerDeps {
   setDraining: (node: string, draining: boolean, reason: string) => Promise<unknown>;
   /** Temporal, to learn how the moves in flight ended. */
   client: Client;
-  plan: (input: PlanInput, config: PlannerConfig) => Plan;
+  /** Plans with `kept`, this worker's reading of the partition records, which it keeps from one plan to the next. */
+  plan: (input: PlanInput, config: PlannerConfig, kept?: KeptReading) => Plan;
   /** The worker's configured settings, for drains started without their own. */
   settings?: RebalancerSettings;
   logger?: Logger;
@@ -146,6 +147,8 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
     if (run !== null) lastSeen.delete(run);
     return seen !== undefined && Date.now() - seen.at <= SAME_TICK_MS ? seen.topology : deps.cluster.topology();
   };
+  /** The planner's reading of the records of the topologies planned on, followed from tick to tick (planner/kept.ts). */
+  const kept = new KeptReading();
   /** This worker's partition cooldowns, per task queue (one loop each). */
   const books = new Map<string, CooledMoves>();
   const cooledMoves = (): CooledMoves => {
@@ -221,8 +224,8 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       const topology = await topologyOfThisTick();
       // A loop or drain started before a setting existed carries settings without it: the default fills it in.
       const settings = { ...DEFAULT_PLANNER_CONFIG, ...config };
-      const plan = deps.plan(planInputFor(topology, await addCooledMoves(request, settings)), settings);
-      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs, ms: Math.round(performance.now() - started) }, 'planned');
+      const plan = deps.plan(planInputFor(topology, await addCooledMoves(request, settings)), settings, kept);
+      log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs, ms: Math.round(performance.now() - started), reading: kept.counts }, 'planned');
       if (!request.drain) return plan;
       return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };
     },

@@ -6,6 +6,7 @@
 import { dimensionReport, nodeBands } from './bands';
 import { bandsOf, validatePlannerConfig } from './config';
 import { proposeTick } from './policy';
+import type { KeptReading } from './kept';
 import { ClusterState } from './state';
 import { TickPlanner, type TickContext } from './tick';
 import type { DimensionReport, NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
@@ -16,8 +17,8 @@ function checked(config: PlannerConfig): PlannerConfig {
   return config;
 }
 
-function start(input: PlanInput, config: PlannerConfig): { st: ClusterState; ctx: TickContext } {
-  const st = new ClusterState(input, checked(config), new Set(input.draining ?? []));
+function start(input: PlanInput, config: PlannerConfig, kept?: KeptReading): { st: ClusterState; ctx: TickContext } {
+  const st = new ClusterState(input, checked(config), new Set(input.draining ?? []), kept);
   const ctx: TickContext = {
     config,
     now: input.now,
@@ -64,10 +65,13 @@ function plan(st: ClusterState, config: PlannerConfig, t0: number, before: numbe
   };
 }
 
-/** What to start now: proposals within the transfer limits, cooldowns and the recovery pause, in order. */
-export function planNow(input: PlanInput, config: PlannerConfig): Plan {
+/**
+ * What to start now: proposals within the transfer limits, cooldowns and the recovery pause, in order. A caller
+ * that plans every tick keeps the reading of the records (`kept`) from one plan to the next.
+ */
+export function planNow(input: PlanInput, config: PlannerConfig, kept?: KeptReading): Plan {
   const t0 = performance.now();
-  const { st, ctx } = start(input, config);
+  const { st, ctx } = start(input, config, kept);
   const before = st.spread();
   const tick = proposeTick(st, ctx);
   return plan(st, config, t0, before, tick.proposals, tick.idleReason);

@@ -1,10 +1,12 @@
 /**
  * The planner's working copy of a topology: nodes and partitions indexed by number, each node's raw load kept
  * up to date as moves are applied, so a score is a few multiplications and a move touches two nodes, never a
- * rescan of every partition. One class over 400 lines: the flat partition layout and the moves that update it
- * belong together, and split apart every access would go through a second object.
+ * rescan of every partition. One class over 400 lines: the flat partition layout, the reading of records into it
+ * (whole, or again where records changed, for a `KeptReading`) and the moves that update it belong together, and
+ * split apart every access would go through a second object.
  */
 import type { Node, Partition, Topology } from '../cluster/contract';
+import type { KeptReading } from './kept';
 import { lostReason } from './lost';
 import { zoneFactors } from './zones';
 import type { Dimension, GuardDimension, InFlightMove, NodeScore, OperatorHold, PlanInput, PlannerConfig, ScoreWeights } from './types';
@@ -68,9 +70,43 @@ function held(what: 'pinned' | 'excluded', hold: OperatorHold | undefined): stri
 
 /** Why a stream is never touched: "Queues come first. Streams need their own seal and selection path." */
 const STREAM = 'a stream (streams do not move yet)';
+const RECOVERY = 'a recovery is pending';
+
+/** The first place in ascending `list` whose value is not below x. */
+function placeOf(list: readonly number[], x: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Inserts x into ascending `list` (at its end when it is the largest, as a read in partition order adds them). */
+function insertSorted(list: number[], x: number): void {
+  if (list.length === 0 || list[list.length - 1]! < x) list.push(x);
+  else list.splice(placeOf(list, x), 0, x);
+}
+
+/** The largest value, or 0. */
+function largest(xs: Float64Array): number {
+  let most = 0;
+  for (const x of xs) if (x > most) most = x;
+  return most;
+}
+
+/** Removes x from ascending `list`, keeping the order. */
+function removeSorted(list: number[], x: number): void {
+  const at = placeOf(list, x);
+  if (list[at] === x) list.splice(at, 1);
+}
 
 /** Role of a copy slot: a counted follower (admitted, caught up, not suspended: a handoff target) or any other copy. */
 const OTHER = 0;
+/** No partition named: a record read again keeps its place in `partIndex`. */
+const NAMED_NONE: ReadonlySet<string> = new Set();
 const FOLLOWER = 1;
 
 /**
@@ -114,7 +150,9 @@ export class ClusterState {
   copyNode: Int32Array;
   copyRole: Uint8Array;
   /** Partition -> (node index -> bytes a learner there still copies), for retained copies on known nodes. */
-  private readonly retained = new Map<number, Map<number, number>>();
+  private readonly retained: Map<number, Map<number, number>>;
+  /** Partition -> nodes holding a suspended (rejoining) copy of it: what sets `NodeState.suspended`. */
+  private readonly rejoins: Map<number, number[]>;
   /** Per dimension: weight / (cluster total / capacity of the nodes that stay), 0 when the total is 0. */
   readonly w: ScoreWeights;
   readonly wSum: number;
@@ -128,20 +166,24 @@ export class ClusterState {
   maxPub = 0;
   maxDel = 0;
   /** Node index -> partitions it holds a retained copy of. */
-  readonly retainedOn = new Map<number, number[]>();
+  readonly retainedOn: Map<number, number[]>;
   /** Partitions with a recovery pending, in topology order. */
-  readonly recoveries: { id: string; reason: string }[] = [];
+  readonly recoveries: { id: string; reason: string }[];
   /** Partition index -> its operator's pin in words ("pinned by alice: ..."): never moved nor handed off. */
   readonly pins = new Map<number, string>();
   /** Follower copies lost for good, in topology order: what repair replaces. */
-  readonly lost: LostCopy[] = [];
-  private readonly ids: readonly { id: string }[];
+  readonly lost: LostCopy[];
+  private ids: readonly { id: string }[];
   private readonly nodeRecords: readonly Node[];
   /** Broker clock of the topology (what Node.downSince is on) and the replace timeout; repair is off at 0. */
   private readonly brokerNow: number;
   private readonly replaceAfterMs: number;
 
-  constructor(input: PlanInput, config: PlannerConfig, draining: ReadonlySet<string>) {
+  /**
+   * With `kept`, the partition records are not read here: the kept reading of the same topology is copied (what a
+   * plan changes) or shared (what it only reads), so a state made so is good until the next one is made from it.
+   */
+  constructor(input: PlanInput, config: PlannerConfig, draining: ReadonlySet<string>, kept?: KeptReading) {
     const t: Topology = input.topology;
     for (const n of t.nodes) {
       const index = this.nodes.length;
@@ -181,18 +223,27 @@ export class ClusterState {
     const count = t.partitions.length;
     this.partCount = count;
     this.ids = t.partitions;
-    this.owner = new Int32Array(count);
-    this.bytes = new Float64Array(count);
-    this.hw = new Float64Array(count);
-    this.pub = new Float64Array(count);
-    this.del = new Float64Array(count);
-    this.cheapest = new Float64Array(count);
-    this.rf = new Uint8Array(count);
-    this.busy = new Array<string | null>(count).fill(null);
-    this.copyCount = new Uint8Array(count);
-    this.copyNode = new Int32Array(count * this.stride);
-    this.copyRole = new Uint8Array(count * this.stride);
-    this.readPartitions(t.partitions, k, named);
+    const base = kept?.baseFor(t, config) ?? null;
+    // What a plan changes is copied from the kept reading; what it only reads is shared.
+    this.owner = base ? base.owner.slice() : new Int32Array(count);
+    this.bytes = base ? base.bytes : new Float64Array(count);
+    this.hw = base ? base.hw : new Float64Array(count);
+    this.pub = base ? base.pub : new Float64Array(count);
+    this.del = base ? base.del : new Float64Array(count);
+    this.cheapest = base ? base.cheapest : new Float64Array(count);
+    this.rf = base ? base.rf : new Uint8Array(count);
+    this.busy = base ? base.busy.slice() : new Array<string | null>(count).fill(null);
+    this.copyCount = base ? base.copyCount.slice() : new Uint8Array(count);
+    this.stride = base ? base.stride : this.stride;
+    this.copyNode = base ? base.copyNode.slice() : new Int32Array(count * this.stride);
+    this.copyRole = base ? base.copyRole.slice() : new Uint8Array(count * this.stride);
+    this.retained = base ? base.retained : new Map();
+    this.rejoins = base ? base.rejoins : new Map();
+    this.retainedOn = base ? base.retainedOn : new Map();
+    this.recoveries = base ? base.recoveries : [];
+    this.lost = base ? base.lost : [];
+    if (base === null) this.readPartitions(t.partitions, k, named);
+    else this.copyReading(base, kept!, named);
     for (const m of input.inFlight) this.applyInFlight(m);
     for (const [id, pin] of Object.entries(input.pinned ?? {})) {
       const p = this.partIndex.get(id);
@@ -284,7 +335,81 @@ export class ClusterState {
     for (let index = 0; index < records.length; index++) this.readPartition(records[index]!, index, k, named);
   }
 
-  private readPartition(p: Partition, index: number, k: number, named: ReadonlySet<string>): void {
+  /** Node loads and the named partitions' places from `base`, a kept reading of the same records. */
+  private copyReading(base: ClusterState, kept: KeptReading, named: ReadonlySet<string>): void {
+    this.maxBytes = base.maxBytes;
+    this.maxPub = base.maxPub;
+    this.maxDel = base.maxDel;
+    for (const n of this.nodes) {
+      const { owned, followed, hist, traffic, deliveries, bytes, suspended, parts } = base.nodes[n.index]!;
+      Object.assign(n, { owned, followed, hist, traffic, deliveries, bytes, suspended, parts: parts.slice() });
+    }
+    for (const id of named) {
+      const p = kept.indexOf(id);
+      if (p !== undefined) this.partIndex.set(id, p);
+    }
+  }
+
+  /**
+   * Reads again the records at `changed` of `records` (the same ids in the same places as those read before): how a
+   * `KeptReading` follows a topology. Each node's parts stay in partition order and the loads of the nodes the
+   * records touch are summed again in that order, so the state is, to the bit, the one a fresh read makes.
+   */
+  reread(records: readonly Partition[], changed: readonly number[], k: number): void {
+    const touched = new Set<number>();
+    let recoveries = false;
+    let largestGone = false;
+    for (const p of changed) {
+      for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) {
+        removeSorted(this.nodes[this.copyNode[i]!]!.parts, p);
+        touched.add(this.copyNode[i]!);
+      }
+      for (const n of this.retained.get(p)?.keys() ?? []) {
+        const on = this.retainedOn.get(n)!;
+        removeSorted(on, p);
+        if (on.length === 0) this.retainedOn.delete(n);
+      }
+      this.retained.delete(p);
+      this.rejoins.delete(p);
+      recoveries ||= this.busy[p] === RECOVERY;
+      // A record that held a largest figure may hold less now: only then are all of them looked at again.
+      largestGone ||= this.bytes[p]! >= this.maxBytes || this.pub[p]! >= this.maxPub || this.del[p]! >= this.maxDel;
+      this.copyCount[p] = 0;
+      this.busy[p] = null;
+    }
+    this.ids = records;
+    for (const p of changed) {
+      this.readPartition(records[p]!, p, k, NAMED_NONE, touched);
+      recoveries ||= this.busy[p] === RECOVERY;
+    }
+    for (const n of touched) this.sumLoad(this.nodes[n]!);
+    if (largestGone) {
+      this.maxBytes = largest(this.bytes);
+      this.maxPub = largest(this.pub);
+      this.maxDel = largest(this.del);
+    }
+    if (!recoveries) return;
+    this.recoveries.length = 0;
+    for (let p = 0; p < this.partCount; p++) if (this.busy[p] === RECOVERY) this.recoveries.push({ id: records[p]!.id, reason: records[p]!.pendingRecovery!.reason });
+  }
+
+  /** A node's load summed again from its parts, in the order a fresh read adds them. */
+  private sumLoad(ns: NodeState): void {
+    ns.owned = ns.followed = ns.hist = ns.traffic = ns.deliveries = ns.bytes = 0;
+    ns.suspended = false;
+    for (const p of ns.parts) {
+      const owner = this.owner[p] === ns.index;
+      if (owner) ns.owned += 1;
+      else ns.followed += 1;
+      ns.hist += this.hw[p]!;
+      ns.traffic += this.copyTraffic(p, owner);
+      if (owner) ns.deliveries += this.del[p]!;
+      ns.bytes += this.bytes[p]!;
+      if (this.rejoins.get(p)?.includes(ns.index) === true) ns.suspended = true;
+    }
+  }
+
+  private readPartition(p: Partition, index: number, k: number, named: ReadonlySet<string>, touched: Set<number> | null = null): void {
     if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
     const bytes = num(p.historyBytes);
     this.bytes[index] = bytes;
@@ -311,11 +436,11 @@ export class ClusterState {
       this.cheapest[index] = Math.min(this.cheapest[index]!, num(rc.bytesToCatchUp));
       const on = this.retainedOn.get(n);
       if (on === undefined) this.retainedOn.set(n, [index]);
-      else on.push(index);
+      else insertSorted(on, index);
     }
     let busy = this.busy[index]!;
     if (p.pendingRecovery !== null) {
-      busy = 'a recovery is pending';
+      busy = RECOVERY;
       this.recoveries.push({ id: p.id, reason: p.pendingRecovery.reason });
     } else if (p.kind === 'stream') busy = STREAM;
     else if (p.learners.length > 0) busy = `learner ${p.learners.join(', ')} catching up`;
@@ -332,7 +457,15 @@ export class ClusterState {
     this.busy[index] = busy;
     if (this.replaceAfterMs > 0 && p.kind === 'queue') this.findLost(p, index);
     const o = this.owner[index]!;
-    for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) this.addLoad(index, this.copyNode[i]!, this.copyNode[i] === o, 1);
+    for (let i = index * this.stride, e = i + this.copyCount[index]!; i < e; i++) {
+      const n = this.copyNode[i]!;
+      if (touched === null) this.addLoad(index, n, n === o, 1);
+      else {
+        // Summed again once every changed record is read (`reread`).
+        insertSorted(this.nodes[n]!.parts, index);
+        touched.add(n);
+      }
+    }
   }
 
   private findLost(p: Partition, index: number): void {
@@ -362,7 +495,12 @@ export class ClusterState {
     }
     if (this.holds(p, n)) return n;
     const rejoining = suspended?.includes(id) === true;
-    if (rejoining) this.nodes[n]!.suspended = true;
+    if (rejoining) {
+      this.nodes[n]!.suspended = true;
+      const at = this.rejoins.get(p);
+      if (at === undefined) this.rejoins.set(p, [n]);
+      else at.push(n);
+    }
     this.pushCopy(p, n, follower && !rejoining ? FOLLOWER : OTHER);
     return n;
   }
