@@ -46,12 +46,23 @@ async function closedSince(client: Client, taskQueue: string, since: number): Pr
 }
 
 /**
+ * How far back a look lists between wide ones: visibility lists nearly every close within this. Each row listed is
+ * about a millisecond of the loop's tick, and a look back the whole `VISIBILITY_LAG_MS` every tick listed every
+ * close of the last 15 s again (40-90 rows while 10 nodes join 1,000).
+ */
+const NARROW_LAG_MS = 3_000;
+/** How often a look goes back the whole `VISIBILITY_LAG_MS`, for a close visibility listed later than `NARROW_LAG_MS`. */
+const WIDE_EVERY_MS = 5_000;
+
+/**
  * One task queue's partition cooldowns, kept from visibility: the whole cooldown (`windowMs`) listed at the first
- * look, only what closed since the last look (less visibility's lag) after that.
+ * look; after that, what closed since the last look less `NARROW_LAG_MS`, and every `WIDE_EVERY_MS` (or when the
+ * caller asks from further back) less visibility's whole lag, so a close listed late is recorded a few seconds later.
  */
 export class CooledMoves {
   private moves: Record<string, CooledMove[]> = {};
   private lookedAt: number | null = null;
+  private wideAt = 0;
 
   constructor(
     private readonly client: Client,
@@ -61,7 +72,13 @@ export class CooledMoves {
   /** Lists what closed since the last look and records it; returns those listed that closed after `after`. */
   async look(windowMs: number, after = 0): Promise<ClosedReconfiguration[]> {
     const now = Date.now();
-    const since = this.lookedAt === null ? now - windowMs - VISIBILITY_LAG_MS : Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
+    let since: number;
+    if (this.lookedAt === null) since = now - windowMs - VISIBILITY_LAG_MS;
+    // The loop asks from its own last look less the whole lag, a little before this book's: further back than a wide
+    // look's period before that, it missed looks (a worker's book, a loop's run that were not the same).
+    else if (now - this.wideAt >= WIDE_EVERY_MS || after < this.lookedAt - VISIBILITY_LAG_MS - WIDE_EVERY_MS) since = Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
+    else since = this.lookedAt - NARROW_LAG_MS;
+    if (since < (this.lookedAt ?? now) - NARROW_LAG_MS) this.wideAt = now;
     const closed = await closedSince(this.client, this.taskQueue, since);
     this.record(closed, windowMs);
     // Ended cooldowns go here, once a look: in place, as the book holds thousands at size and a tick looks every time.
