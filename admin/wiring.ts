@@ -10,7 +10,7 @@ import { cancelMove, listMovesInProgress, moveStatuses, outcomeOf, recentMoves, 
 import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../operations/rebalancer';
 import { relayScope, relayWorkflowId } from '../operations/relay';
 import { nodeScores } from '../operations/scores';
-import { underReplicated } from '../planner';
+import { KeptReading, underReplicated } from '../planner';
 import type { PlannerConfig, ProposalOp } from '../planner/types';
 import { drainStatusQuery, RECONFIGURATION_ID_PREFIX, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../rules/definitions';
 import { KindKey, PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
@@ -78,13 +78,15 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
   const loopStatus = () => loopStatusIfAny(client, scope);
   // Every page and scrape reads the topology: kept current from the broker's changes read, not read whole each time.
   const model = src.topology ?? new TopologyModel(cluster);
+  // The node pages' reading of the partition records, followed from page to page as the loop's plan does.
+  const kept = new KeptReading();
   return {
     source: { broker: cluster.baseUrl, taskQueue },
     topology: () => model.read(),
     topologyReads: () => model.counts(),
     syncBudget: () => cluster.syncBudget(),
     invariants: () => cluster.invariants(),
-    scores: (topology, moves) => nodeScores(topology, moves, planner),
+    scores: (topology, moves) => nodeScores(topology, moves, planner, kept),
     async plan(topology) {
       // The loop's own input when it runs (the dry run proposes what it starts next); the transfers give bytes left.
       const [loop, budget] = await Promise.all([loopStatus().then((s) => s && withCooledMoves(client, taskQueue, s)), cluster.syncBudget()]);

@@ -3,7 +3,7 @@
  * band outside which the planner moves copies: `rebalancer nodes`, the admin API and the dashboard show the same.
  */
 import type { Topology, Transfer } from '../cluster/contract';
-import { scoreNodes } from '../planner';
+import { scoreNodes, type KeptReading } from '../planner';
 import type { InFlightMove, NodeScore, PlanInput, PlannerConfig, ScoreWeights } from '../planner/types';
 import type { MoveStatus } from '../rules/definitions';
 
@@ -50,8 +50,9 @@ function planInput(topology: Topology, moves: readonly ScoredMove[]): PlanInput 
   return { topology, inFlight: inFlight(moves), cooldowns: { nodes: {}, partitions: {} }, now: topology.now, draining: topology.nodes.filter((n) => n.draining).map((n) => n.id) };
 }
 
-export function nodeScores(topology: Topology, moves: readonly ScoredMove[], planner: PlannerConfig): ScoresView {
-  const { mean, nodes } = scoreNodes(planInput(topology, moves), planner);
+/** The scores; a long-lived caller (the admin service) keeps the planner's reading of the records (`kept`) between pages. */
+export function nodeScores(topology: Topology, moves: readonly ScoredMove[], planner: PlannerConfig, kept?: KeptReading): ScoresView {
+  const { mean, nodes } = scoreNodes(planInput(topology, moves), planner, kept);
   const spread = Math.max(0, ...nodes.filter((n) => n.live && !n.draining).map((n) => Math.abs(n.total - mean)));
   return { nodes, weights: planner.weights, mean, upper: mean + planner.threshold, lower: mean - planner.threshold, spread };
 }

@@ -116,9 +116,9 @@ export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { pl
   return { plan: plan(st, config, t0, before, steps, idle), first };
 }
 
-/** The score vector of every node, for operators (status, dashboard). */
-export function scoreNodes(input: PlanInput, config: PlannerConfig): { mean: number; nodes: NodeScore[] } {
-  const { st } = start(input, config);
+/** The score vector of every node, for operators (status, dashboard); a long-lived caller keeps its reading (`kept`). */
+export function scoreNodes(input: PlanInput, config: PlannerConfig, kept?: KeptReading): { mean: number; nodes: NodeScore[] } {
+  const { st } = start(input, config, kept);
   const bands = bandsOf(config);
   return { mean: st.mean, nodes: st.scores().map((s, i) => ({ ...s, bands: st.stays(st.nodes[i]!) ? nodeBands(st, bands, st.nodes[i]!) : null })) };
 }
