@@ -7,7 +7,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { outcomeOf } from '../operations/moves';
+import { memoOutcome, outcomeOf } from '../operations/moves';
 import type { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import { KeptReading, planToConvergence, predictMs } from '../planner';
@@ -89,7 +89,9 @@ async function endOf(client: Client, m: TrackedMove): Promise<EndedMove | null> 
   const ours = latest.runId === m.runId || latest.raw.workflowExecutionInfo?.firstRunId === m.runId;
   if (ours && latest.status.name === 'RUNNING') return null;
   const handle = client.workflow.getHandle(m.workflowId, ours ? latest.runId : m.runId);
-  const outcome = await outcomeOf(handle);
+  // A run since the `outcome-memo` patch that closed itself keeps its outcome in its memo: no second read of Temporal.
+  const closedItself = ours && ['COMPLETED', 'FAILED', 'CANCELLED'].includes(latest.status.name);
+  const outcome = (closedItself ? memoOutcome(latest.memo) : null) ?? (await outcomeOf(handle));
   if (outcome) return end(outcome.status, outcome.status === 'completed' ? null : outcome.reason);
   // Ended without an outcome: terminated or timed out.
   const status = ours ? latest.status.name : (await handle.describe()).status.name;

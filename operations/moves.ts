@@ -303,7 +303,7 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
   return Promise.all(
     ended.map(async (wf) => {
       const attrs = wf.typedSearchAttributes;
-      const outcome = await outcomeOf(client.workflow.getHandle(wf.workflowId, wf.runId)).catch(() => null);
+      const outcome = memoOutcome(wf.memo) ?? (await outcomeOf(client.workflow.getHandle(wf.workflowId, wf.runId)).catch(() => null));
       return {
         workflowId: wf.workflowId,
         kind: (attrs.get(KindKey) as ReconfigurationKind | undefined) ?? outcome?.kind ?? null,
@@ -316,6 +316,11 @@ export async function recentMoves(client: Client, limit: number): Promise<EndedM
       };
     }),
   );
+}
+
+/** The outcome an ended run keeps in its memo (every run since the `outcome-memo` patch, a cancelled one before it), or null. */
+export function memoOutcome(memo: Record<string, unknown> | undefined): MoveOutcome | null {
+  return (memo?.['outcome'] as MoveOutcome | undefined) ?? null;
 }
 
 /**
@@ -333,7 +338,7 @@ export async function outcomeOf(handle: WorkflowHandle): Promise<MoveOutcome | n
     const { cause } = err;
     if ((cause instanceof CancelledFailure || cause instanceof ApplicationFailure) && cause.details?.[0]) return cause.details[0] as MoveOutcome;
     // A Canceled close keeps no details: the workflow leaves its outcome in the memo.
-    if (cause instanceof CancelledFailure) return ((await handle.describe()).memo?.['outcome'] as MoveOutcome | undefined) ?? null;
+    if (cause instanceof CancelledFailure) return memoOutcome((await handle.describe()).memo);
     return null;
   }
 }

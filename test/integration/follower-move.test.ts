@@ -114,6 +114,8 @@ describe('follower move', () => {
     expect(status.targetDurable).toBeGreaterThanOrEqual(status.boundary!);
     const detail = await showMove(client, id);
     expect(detail).toMatchObject({ running: false, outcome: { status: 'completed' } });
+    // The memo carries the outcome, so a list of ended moves or the loop reads no history to learn it.
+    expect((await handle.describe()).memo?.['outcome']).toEqual(outcome);
     await replayAndKeep(client, handle.workflowId, 'v2-happy-path');
   });
 

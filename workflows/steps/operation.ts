@@ -29,6 +29,9 @@ import {
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../../rules/search-attributes';
 import { DECIDE_ON_TIMERS, DEFAULT_TIMING, Watch } from './watch';
 
+/** Executions that have it keep their outcome in their memo however they end, not only when cancelled. */
+const OUTCOME_MEMO = 'outcome-memo';
+
 export interface OperationSubject {
   kind: ReconfigurationKind;
   partition: string;
@@ -207,8 +210,8 @@ export class Operation {
    * returns the outcome; aborted throws a non-retryable ApplicationFailure typed by the outcome's code (Failed),
    * the outcome as details[0]; cancelled throws a CancelledFailure with the outcome as details[0]. The server
    * closes a run as Canceled only when it received a Temporal cancel request (tried on the dev server: thrown
-   * without one, the run closes Failed with the CancelledFailure as cause, and a run cannot cancel itself), and
-   * a Canceled close keeps no details, so the outcome then goes into the memo (`outcome`).
+   * without one, the run closes Failed with the CancelledFailure as cause, and a run cannot cancel itself). The
+   * memo holds the outcome however the run ends (`outcome`).
    */
   async run(body: () => Promise<MoveOutcome>): Promise<MoveOutcome> {
     const { kind, partition, from, to, origin } = this.subject;
@@ -224,11 +227,12 @@ export class Operation {
     const durationMs = Date.now() - info.startTime.getTime();
     const why = outcome.status === 'completed' ? '' : `: ${outcome.status === 'aborted' ? `${outcome.code}, ` : ''}${outcome.reason}`;
     log.info(`${kind} of ${partition} ${outcome.status} after ${(durationMs / 1000).toFixed(1)} s${why}`, { outcome, durationMs });
-    if (outcome.status === 'cancelled') {
-      // The server keeps no details with a Canceled close (nor does the SDK send any): the memo keeps the outcome.
-      if (this.cancelRequested) upsertMemo({ outcome });
-      throw new CancelledFailure(outcome.reason, [outcome]);
-    }
+    // The memo carries the outcome to visibility and describe, so a list of ended moves (the dashboard's recent ones)
+    // or the loop learning how its moves ended reads no history. A Canceled close keeps no details (nor does the
+    // SDK send any), so a cancelled run's memo kept its outcome before every run's did.
+    if (patched(OUTCOME_MEMO)) upsertMemo({ outcome });
+    else if (outcome.status === 'cancelled' && this.cancelRequested) upsertMemo({ outcome });
+    if (outcome.status === 'cancelled') throw new CancelledFailure(outcome.reason, [outcome]);
     if (outcome.status === 'aborted') throw ApplicationFailure.nonRetryable(outcome.reason, outcome.code, outcome);
     return outcome;
   }
