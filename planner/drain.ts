@@ -9,7 +9,7 @@ import { f2, type TickPlanner } from './tick';
  */
 export function drain(tp: TickPlanner): void {
   for (const d of tp.st.nodes) {
-    if (!d.draining) continue;
+    if (!d.draining || tp.ctx.drainedElsewhere.has(d.id)) continue;
     if (tp.excluded(d)) {
       tp.blocked ??= `drain of ${d.id}: ${d.id} is ${d.excluded}`;
       continue;

@@ -26,6 +26,7 @@ function start(input: PlanInput, config: PlannerConfig, kept?: KeptReading): { s
     inFlight: input.inFlight.length,
     followerMovesInFlight: input.inFlight.some((m) => m.op !== 'owner_handoff'),
     repair: input.repair ?? true,
+    drainedElsewhere: new Set(input.drainedElsewhere ?? []),
     moved: new Map(),
     formerOwners: new Map(),
   };

@@ -22,6 +22,8 @@ export interface TickContext {
   followerMovesInFlight: boolean;
   /** Plan repairs of lost copies (PlanInput.repair). */
   repair: boolean;
+  /** Draining nodes another caller drains (PlanInput.drainedElsewhere). */
+  drainedElsewhere: ReadonlySet<string>;
   /** Nodes that gave or received a copy of each partition earlier in the plan: that replica never moves again or back. */
   moved: Map<number, Set<number>>;
   /** Nodes that owned each partition earlier in the plan: ownership never goes back. */
@@ -419,7 +421,8 @@ export class TickPlanner {
           : `${n.id} already receives ${n.inbound} of ${this.ctx.config.maxTransfersPerNode} copies (the per-node transfer limit of the sync budget)`;
         this.blocked ??= `${n.id} is ${f2(-d)} below the mean but cannot take a transfer now (${why})`;
       }
-      else if (d < -t) this.blocked ??= `${n.id} is ${f2(-d)} below the mean but catching up on transfers in flight`;
+      else if (d < -t && n.inbound > 0) this.blocked ??= `${n.id} is ${f2(-d)} below the mean but catching up on transfers in flight`;
+      else if (d < -t) this.blocked ??= `${n.id} is ${f2(-d)} below the mean but no copy it lacks may move to it now (cooling down, held by a drain, busy or already there)`;
     }
   }
 }

@@ -85,6 +85,12 @@ export interface PlanInput {
   now: number;
   /** Nodes being drained: every copy leaves them, owners first by handoff. */
   draining?: string[];
+  /**
+   * Nodes marked draining whose drain another caller runs (the loop's plan beside a drain workflow): the copies on
+   * them are that drain's to move, so this plan's drain step leaves them, and what that drain waits on is no reason
+   * of this plan's. Their partitions come held (see planInputFor in rules/rebalancer-drain-rules.ts).
+   */
+  drainedElsewhere?: string[];
   /** Partitions an operator pinned, by id: never moved nor handed off (the loop passes its pins; a drain does not). */
   pinned?: Record<string, OperatorHold>;
   /** Nodes an operator excluded, by id: neither a source nor a receiver nor a handoff target. */

@@ -226,7 +226,7 @@ export function drainStarts(
  * caller leaves to the drain and plan nothing else.
  */
 export function heldByDrains(topology: Topology, draining: readonly string[]): string[] {
-  const marked = new Set(topology.nodes.filter((n) => n.draining && !draining.includes(n.id)).map((n) => n.id));
+  const marked = new Set(drainedElsewhere(topology, draining));
   if (marked.size === 0) return [];
   return topology.partitions
     .filter((p) => {
@@ -236,17 +236,25 @@ export function heldByDrains(topology: Topology, draining: readonly string[]): s
     .map((p) => p.id);
 }
 
+/** Nodes marked draining that the caller does not drain itself: another drain empties them. */
+function drainedElsewhere(topology: Topology, draining: readonly string[]): string[] {
+  return topology.nodes.filter((n) => n.draining && !draining.includes(n.id)).map((n) => n.id);
+}
+
 /**
  * The planner's input for a caller that drains `input.draining` (none, for the loop): the partitions another drain
  * holds are not movable, as a partition cooling down is not, so the planner neither proposes them nor spends a
- * transfer slot on them, and plans the rest of the cluster. A node marked draining is already neither a source
- * nor a target of the planner's balancing moves.
+ * transfer slot on them, and plans the rest of the cluster; nor does its drain step wait on that drain's nodes
+ * (`drainedElsewhere`), whose waits would hide the plan's own reason. A node marked draining is already neither a
+ * source nor a target of the planner's balancing moves.
  */
 export function planInputFor(topology: Topology, input: Omit<PlanInput, 'topology'>): PlanInput {
   const draining = input.draining ?? [];
   const held = heldByDrains(topology, draining);
   // A drain leaves repairs to the loop (PlanInput.repair).
   if (draining.length > 0) input = { ...input, repair: false };
+  const elsewhere = drainedElsewhere(topology, draining);
+  if (elsewhere.length > 0) input = { ...input, drainedElsewhere: elsewhere };
   if (held.length === 0) return { ...input, topology };
   const partitions = { ...input.cooldowns.partitions };
   for (const id of held) partitions[id] = Number.POSITIVE_INFINITY;

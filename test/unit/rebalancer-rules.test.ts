@@ -326,6 +326,14 @@ describe('planInputFor: the loop plans the rest of the cluster while a drain run
     expect(plan.steps.some((s) => s.to === 'n5')).toBe(true);
   });
 
+  it("gives the loop's own reason when it proposes nothing, not what the drain beside it waits on", () => {
+    // n2..n4 even but for q-0, which the drain holds: the loop has nothing to do, and says so in its own words.
+    const even = [partition('q-0', 'n1', ['n2', 'n3']), partition('q-1', 'n2', ['n3', 'n4']), partition('q-2', 'n3', ['n4', 'n2']), partition('q-3', 'n4', ['n2', 'n3'])];
+    const plan = planNow(planInputFor(topology(nodes.slice(0, 4), even), request), config);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/^n4 is [\d.]+ below the mean but no copy it lacks may move to it now/);
+  });
+
   it("leaves a drain's own plan as it was: it moves the copies off its node", () => {
     const input = planInputFor(t, { ...request, draining: ['n1'] });
     expect(input.cooldowns).toEqual(request.cooldowns);
