@@ -3,7 +3,7 @@
  * (ClusterSim in-process, its clock advanced here to the next catch-up, the guarded writes driven directly, no
  * Temporal), one JSON line per scenario: what the planner did beside the scenario's lower bounds (bench/bounds.ts)
  * and two baselines on the same cluster (bench/baselines.ts). Then the time to plan 1,000 nodes / 100,000
- * partitions and of one tick, then of the whole `rebalancer plan --json --snapshot FILE` command on them as users run it;
+ * partitions and of one tick (read whole, and as the loop reads it: the changed records only), then of the whole `rebalancer plan --json --snapshot FILE` command on them as users run it;
  * `--baseline DIR` times the planner and the command of another checkout (e.g. a worktree of main) in the same run
  * beside them, and `--snapshot FILE` keeps the topology the command reads there. Lower bounds are derived in
  * docs/benchmarks.md ("planner").
@@ -16,7 +16,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Partition, Topology } from '../cluster/contract';
 import { ClusterSim } from '../cluster/sim/sim';
-import { DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, scoreNodes, type InFlightMove, type Plan, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
+import { DEFAULT_PLANNER_CONFIG, dimensionBands, KeptReading, planNow, planToConvergence, scoreNodes, type InFlightMove, type Plan, type PlanInput, type PlannerConfig, type Proposal } from '../planner';
 import { bandOf } from '../planner/bands';
 import { bandsOf } from '../planner/config';
 import { ClusterState } from '../planner/state';
@@ -364,6 +364,33 @@ function timesOf(planner: Planner, input: PlanInput) {
   };
 }
 
+/** Records a tick's changes read brings at size while 10 nodes join (6-10 by the scale bench's worker log). */
+const CHANGED_PER_TICK = 10;
+
+/**
+ * Ticks as the loop plans them: each on the last tick's topology with `CHANGED_PER_TICK` records replaced, as the
+ * topology model leaves it, the reading of the records kept from tick to tick (planner/kept.ts). Beside `tick`,
+ * which reads every record each time.
+ */
+function followedTicks(topology: Topology) {
+  const kept = new KeptReading();
+  let partitions = topology.partitions;
+  const next = (i: number): PlanInput => {
+    partitions = partitions.slice();
+    for (let j = 0; j < CHANGED_PER_TICK; j++) {
+      const at = (i * 997 + j * 7919) % partitions.length;
+      partitions[at] = { ...partitions[at]!, historyBytes: partitions[at]!.historyBytes + 1 };
+    }
+    return { topology: { ...topology, partitions }, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: 0 };
+  };
+  planNow(next(0), DEFAULT_PLANNER_CONFIG, kept);
+  const ticks = Array.from({ length: TICKS }, (_, i) => {
+    const input = next(i + 1);
+    return measured(() => planNow(input, DEFAULT_PLANNER_CONFIG, kept));
+  });
+  return { cpuMsMedian: median(ticks.map((t) => t.cpuMs)), cpuMsMax: Math.max(...ticks.map((t) => t.cpuMs)), wallMsMedian: median(ticks.map((t) => t.wallMs)), ticks: TICKS, recordsChangedPerTick: CHANGED_PER_TICK };
+}
+
 /**
  * The planner's times at 1,000 nodes / 100,000 partitions; with `baseline` (a checkout of another version, e.g.
  * a worktree of main), that version's planner is timed in the same run on the same input, and its plan compared.
@@ -377,6 +404,7 @@ async function timing(topology: Topology, baseline: string | undefined) {
     nodes: 1000,
     partitions: 100_000,
     ...ours,
+    followedTick: followedTicks(topology),
     targets: { fullPlanMs: TARGETS.fullPlanMs, tickMs: TARGETS.tickMs },
     ...(theirs === undefined ? {} : { baseline: { dir: baseline, ...theirs, samePlan: theirs.plan === ours.plan } }),
     // Helpers and CI share two cores while this runs: the load average says how contended the wall times are.
