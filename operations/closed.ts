@@ -73,12 +73,13 @@ export class CooledMoves {
   async look(windowMs: number, after = 0): Promise<ClosedReconfiguration[]> {
     const now = Date.now();
     let since: number;
-    if (this.lookedAt === null) since = now - windowMs - VISIBILITY_LAG_MS;
-    // The loop asks from its own last look less the whole lag, a little before this book's: further back than a wide
-    // look's period before that, it missed looks (a worker's book, a loop's run that were not the same).
-    else if (now - this.wideAt >= WIDE_EVERY_MS || after < this.lookedAt - VISIBILITY_LAG_MS - WIDE_EVERY_MS) since = Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
-    else since = this.lookedAt - NARROW_LAG_MS;
-    if (since < (this.lookedAt ?? now) - NARROW_LAG_MS) this.wideAt = now;
+    // A wide look: the whole cooldown at the first; after that, back the whole lag every `WIDE_EVERY_MS`, or from where
+    // the caller asks when that is further back than a wide look's period before the whole lag (the loop asks from its
+    // own last look less the lag, a little before this book's; further back, it missed looks: another worker's book).
+    if (this.lookedAt === null || now - this.wideAt >= WIDE_EVERY_MS || after < this.lookedAt - VISIBILITY_LAG_MS - WIDE_EVERY_MS) {
+      since = this.lookedAt === null ? now - windowMs - VISIBILITY_LAG_MS : Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
+      this.wideAt = now;
+    } else since = this.lookedAt - NARROW_LAG_MS;
     const closed = await closedSince(this.client, this.taskQueue, since);
     this.record(closed, windowMs);
     // Ended cooldowns go here, once a look: in place, as the book holds thousands at size and a tick looks every time.

@@ -90,6 +90,12 @@ function insertSorted(list: number[], x: number): void {
   else list.splice(placeOf(list, x), 0, x);
 }
 
+/** Removes x from ascending `list`, keeping the order. */
+function removeSorted(list: number[], x: number): void {
+  const at = placeOf(list, x);
+  if (list[at] === x) list.splice(at, 1);
+}
+
 /** The largest value, or 0. */
 function largest(xs: Float64Array): number {
   let most = 0;
@@ -97,16 +103,11 @@ function largest(xs: Float64Array): number {
   return most;
 }
 
-/** Removes x from ascending `list`, keeping the order. */
-function removeSorted(list: number[], x: number): void {
-  const at = placeOf(list, x);
-  if (list[at] === x) list.splice(at, 1);
-}
+/** No partition named: a record read again keeps its place in `partIndex`. */
+const NAMED_NONE: ReadonlySet<string> = new Set();
 
 /** Role of a copy slot: a counted follower (admitted, caught up, not suspended: a handoff target) or any other copy. */
 const OTHER = 0;
-/** No partition named: a record read again keeps its place in `partIndex`. */
-const NAMED_NONE: ReadonlySet<string> = new Set();
 const FOLLOWER = 1;
 
 /**
@@ -398,13 +399,7 @@ export class ClusterState {
     ns.owned = ns.followed = ns.hist = ns.traffic = ns.deliveries = ns.bytes = 0;
     ns.suspended = false;
     for (const p of ns.parts) {
-      const owner = this.owner[p] === ns.index;
-      if (owner) ns.owned += 1;
-      else ns.followed += 1;
-      ns.hist += this.hw[p]!;
-      ns.traffic += this.copyTraffic(p, owner);
-      if (owner) ns.deliveries += this.del[p]!;
-      ns.bytes += this.bytes[p]!;
+      this.addSums(p, ns, this.owner[p] === ns.index, 1);
       if (this.rejoins.get(p)?.includes(ns.index) === true) ns.suspended = true;
     }
   }
@@ -590,15 +585,20 @@ export class ClusterState {
     return owner ? this.pub[p]! + this.del[p]! : this.pub[p]!;
   }
 
-  /** Adds (sign 1) or removes (sign -1) the load of p's copy on node n. */
-  addLoad(p: number, n: number, owner: boolean, sign: 1 | -1): void {
-    const ns = this.nodes[n]!;
+  /** Adds (sign 1) or removes (sign -1) the sums of p's copy to node ns's load, its parts left as they are. */
+  private addSums(p: number, ns: NodeState, owner: boolean, sign: 1 | -1): void {
     if (owner) ns.owned += sign;
     else ns.followed += sign;
     ns.hist += sign * this.hw[p]!;
     ns.traffic += sign * this.copyTraffic(p, owner);
     if (owner) ns.deliveries += sign * this.del[p]!;
     ns.bytes += sign * this.bytes[p]!;
+  }
+
+  /** Adds (sign 1) or removes (sign -1) the load of p's copy on node n. */
+  addLoad(p: number, n: number, owner: boolean, sign: 1 | -1): void {
+    const ns = this.nodes[n]!;
+    this.addSums(p, ns, owner, sign);
     if (sign === 1) ns.parts.push(p);
     else {
       const i = ns.parts.indexOf(p);

@@ -225,8 +225,8 @@ export function drainStarts(
  * it drains. That drain moves them; a planner that proposed them too would spend its transfer slots on steps its
  * caller leaves to the drain and plan nothing else.
  */
-export function heldByDrains(topology: Topology, draining: readonly string[]): string[] {
-  const marked = new Set(drainedElsewhere(topology, draining));
+export function heldByDrains(topology: Topology, draining: readonly string[], elsewhere = drainedElsewhere(topology, draining)): string[] {
+  const marked = new Set(elsewhere);
   if (marked.size === 0) return [];
   return topology.partitions
     .filter((p) => {
@@ -250,10 +250,10 @@ function drainedElsewhere(topology: Topology, draining: readonly string[]): stri
  */
 export function planInputFor(topology: Topology, input: Omit<PlanInput, 'topology'>): PlanInput {
   const draining = input.draining ?? [];
-  const held = heldByDrains(topology, draining);
+  const elsewhere = drainedElsewhere(topology, draining);
+  const held = heldByDrains(topology, draining, elsewhere);
   // A drain leaves repairs to the loop (PlanInput.repair).
   if (draining.length > 0) input = { ...input, repair: false };
-  const elsewhere = drainedElsewhere(topology, draining);
   if (elsewhere.length > 0) input = { ...input, drainedElsewhere: elsewhere };
   if (held.length === 0) return { ...input, topology };
   const partitions = { ...input.cooldowns.partitions };
