@@ -39,8 +39,8 @@ export function createMetrics() {
     'How long a move in progress has been waiting on its blocking reason, as this admin service saw it (0 while it is not blocked)',
     ['partition', 'kind'],
   );
-  const topologyDrift = gauge('rebalancer_topology_drift_records', "Partition records a whole read of the topology found different from this service's model kept by the changes read, since it started");
-  const topologyReads = gauge('rebalancer_topology_reads', 'Reads of the topology by this service since it started: whole, changes, and whole because the broker could not list the changes', ['kind']);
+  const topologyDrift = gauge('rebalancer_topology_drift_records', "Partition records the check (a whole read, or the topology's pages) found different from this service's model kept by the changes read, since it started");
+  const topologyReads = gauge('rebalancer_topology_reads', 'Reads of the topology by this service since it started: whole, page (of the check), changes, and whole because the broker could not list the changes', ['kind']);
   const ticks = counter('rebalancer_loop_ticks_total', 'Ticks of the rebalancer loop (each a plan, unless paused or a recovery is pending)');
   for (const invariant of INVARIANTS) breaches.inc({ invariant: String(invariant) }, 0);
 
@@ -108,6 +108,7 @@ export function createMetrics() {
       const reads = deps.topologyReads();
       topologyDrift.set(reads.drifts);
       topologyReads.set({ kind: 'whole' }, reads.fullReads);
+      topologyReads.set({ kind: 'page' }, reads.pageReads);
       topologyReads.set({ kind: 'changes' }, reads.changesReads);
       topologyReads.set({ kind: 'fallback' }, reads.fallbacks);
       if (lag === null) relayLag.reset();

@@ -23,12 +23,13 @@ import {
   SyncBudget,
   Topology,
   TopologyChanges,
+  TopologyPage,
   WriteReply,
   type Fault,
   type GuardedWriteName,
   type GuardedWriteRequest,
 } from './contract';
-import { conformingChanges, conformingTopology } from './conforming';
+import { conformingChanges, conformingPage, conformingTopology } from './conforming';
 
 export class ClusterHttpError extends Error {
   constructor(
@@ -103,6 +104,12 @@ export class ClusterClient {
 
   topology(): Promise<Topology> {
     return this.request(Topology, 'GET', '/v1/topology', undefined, [200], undefined, conformingTopology);
+  }
+
+  /** One page of the topology: the records after `after` in id order (see contract.ts); 404 from a broker without it. */
+  topologyPage(after: string | null, limit: number): Promise<TopologyPage> {
+    const query = `limit=${limit}${after === null ? '' : `&after=${encodeURIComponent(after)}`}`;
+    return this.request(TopologyPage, 'GET', `/v1/topology/page?${query}`, undefined, [200], undefined, conformingPage);
   }
 
   /** What changed after generation `after`, or null when the broker cannot say (410): read the whole topology. */

@@ -4,7 +4,7 @@
  * exactly what the schema accepts and returns unchanged; on a no, zod parses the same JSON and words the problem.
  * The client's reads and the snapshot check (planner/snapshot.ts) both take this path first.
  */
-import { NODE_ID_PATTERN, PARTITION_ID_PATTERN, type Topology, type TopologyChanges } from './contract';
+import { NODE_ID_PATTERN, PARTITION_ID_PATTERN, type Topology, type TopologyChanges, type TopologyPage } from './contract';
 
 type Rec = Record<string, unknown>;
 
@@ -127,3 +127,8 @@ export function conformingChanges(json: unknown): TopologyChanges | null {
   return conformingRead(json, 1, removed) ? (json as TopologyChanges) : null;
 }
 
+/** `json` as the topology page zod would return, when it passes the hand check; null when zod must judge it. */
+export function conformingPage(json: unknown): TopologyPage | null {
+  const next = (r: Rec): boolean => r.next === null || (typeof r.next === 'string' && PARTITION_ID_PATTERN.test(r.next));
+  return conformingRead(json, 1, next) ? (json as TopologyPage) : null;
+}

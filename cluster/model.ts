@@ -1,28 +1,34 @@
 /**
  * The topology kept current from the broker's changes read (GET /v1/topology/changes) instead of read whole each
  * time: at 100,000 partitions the whole topology is about 60 MB and takes over a second to serve, parse and check,
- * while a tick's changes are a few records. The whole topology is read at the start, when the broker cannot list
- * the changes (410: it restarted), and every `fullEveryMs` as a check beside the reads (they go on from the model
- * while it runs): records the changes read left different from a whole read are drift, logged and counted, and the
- * whole read replaces the model. Records that did not
- * change keep the advisory figures (history bytes, rates) of the last read that brought them, at most
- * `fullEveryMs` old: they move slowly, and the planner's cooldowns are longer.
+ * while a tick's changes are a few records. The whole topology is read at the start and when the broker cannot list
+ * the changes (410: it restarted). Every `fullEveryMs` a check passes over every record beside the reads (they go on
+ * from the model while it runs), a page at a time (GET /v1/topology/page) where the broker offers pages, else in one
+ * whole read: records the changes read left different from the broker's are drift, logged and counted, and the
+ * broker's records replace the model's. A whole read held the broker and this process for a second or more at
+ * 100,000 partitions, once a minute: every read, tick and page waiting behind it. Records that did not change keep
+ * the advisory figures (history bytes, rates) of the last read that brought them, at most about `fullEveryMs` old:
+ * they move slowly, and the planner's cooldowns are longer.
  */
 import { ClusterHttpError, type ClusterClient } from './client';
-import type { Partition, Topology, TopologyChanges } from './contract';
+import { TOPOLOGY_PAGE_MAX, type Partition, type Topology, type TopologyChanges, type TopologyPage } from './contract';
 
 export interface ModelStats {
   fullReads: number;
+  /** Pages of the check read (GET /v1/topology/page): a pass over every record takes one per `CHECK_PAGE` records. */
+  pageReads: number;
   changesReads: number;
   /** Reads that asked for changes and read whole instead: the broker could not list them (410), or does not offer the read (404, once). */
   fallbacks: number;
-  /** Records a whole read found different from the model (assignment fields, not advisory figures). */
+  /** Records a whole read or a page found different from the model (assignment fields, not advisory figures). */
   drifts: number;
 }
 
 export interface ModelOptions {
-  /** How often a whole read checks the model; 0 reads the whole topology every time. */
+  /** How often a check passes over every record; 0 reads the whole topology every time. */
   fullEveryMs?: number;
+  /** Records a page of the check (`CHECK_PAGE`). */
+  checkPage?: number;
   now?: () => number;
   log?: {
     debug(obj: object, msg: string): void;
@@ -36,6 +42,9 @@ export interface ModelOptions {
  * long. At 100,000 partitions a whole read costs about 1.2 s of the worker's time, 2% of a core at this period.
  */
 export const DEFAULT_FULL_EVERY_MS = 60_000;
+
+/** Records a page of the check: about 1.2 MB of JSON, some 20 ms to read and compare at 100,000 partitions. */
+export const CHECK_PAGE = 2_000;
 
 /** What a write decides in a partition record: the record without the advisory figures time alone moves. */
 export type SettledRecord = Omit<Partition, 'historyBytes' | 'publishRate' | 'deliveryRate' | 'retainedCopies'> & {
@@ -109,23 +118,79 @@ export function driftBetween(model: Topology, fresh: Topology, skip: ReadonlySet
   return drifted;
 }
 
+/** Whether the broker's record carries the same advisory figures (what time alone moves) as the model's. */
+function sameAdvisory(a: Partition, b: Partition): boolean {
+  return (
+    a.historyBytes === b.historyBytes &&
+    a.publishRate === b.publishRate &&
+    a.deliveryRate === b.deliveryRate &&
+    a.retainedCopies.length === b.retainedCopies.length &&
+    a.retainedCopies.every((c, i) => c.bytesToCatchUp === b.retainedCopies[i]!.bytesToCatchUp)
+  );
+}
+
+/**
+ * `model` with one page of the broker's records in it, and the ids that drifted. `model` is at or after the page's
+ * generation, and `moved` holds the records changed since the older of the two, which may differ for good reason;
+ * any other record of the page's range (ids after `after`, up to `next`) that differs, is missing or is extra is
+ * drift. A record that did not drift is replaced only when its advisory figures moved, so a reading kept from plan
+ * to plan (planner/kept.ts) reads again only what changed.
+ */
+export function withPage(model: Topology, page: TopologyPage, after: string | null, moved: ReadonlySet<string>): { topology: Topology; drifted: string[] } {
+  const index = indexOf(model.partitions);
+  const partitions = model.partitions.slice();
+  const drifted: string[] = [];
+  const listed = new Set<string>();
+  const added: Partition[] = [];
+  for (const p of page.partitions) {
+    listed.add(p.id);
+    if (moved.has(p.id)) continue;
+    const i = index.get(p.id);
+    if (i === undefined) {
+      drifted.push(p.id);
+      added.push(p);
+      continue;
+    }
+    const held = partitions[i]!;
+    if (assignmentOf(held) !== assignmentOf(p)) drifted.push(p.id);
+    else if (sameAdvisory(held, p)) continue;
+    partitions[i] = p;
+  }
+  const inRange = (id: string) => (after === null || id > after) && (page.next === null || id <= page.next);
+  const gone = new Set(model.partitions.filter((p) => inRange(p.id) && !listed.has(p.id) && !moved.has(p.id)).map((p) => p.id));
+  drifted.push(...gone);
+  if (added.length === 0 && gone.size === 0) {
+    indexes.set(partitions, index);
+    return { topology: { ...model, partitions }, drifted };
+  }
+  return { topology: { ...model, partitions: [...partitions.filter((p) => !gone.has(p.id)), ...added] }, drifted };
+}
+
 export class TopologyModel {
   private topology: Topology | null = null;
   private fullAt = 0;
   /** False once the broker answered 404: it does not offer the changes read, so every read is whole. */
   private offered = true;
   private queue: Promise<unknown> = Promise.resolve();
-  /** The whole read that checks the model, while it runs: reads go on from the model meanwhile. */
+  /** The check's read (whole, or a page and its adoption), while it runs: reads go on from the model meanwhile. */
   private checking: Promise<void> | null = null;
-  private readonly stats: ModelStats = { fullReads: 0, changesReads: 0, fallbacks: 0, drifts: 0 };
+  /** False once the broker answered 404 to a page: each check is then one whole read. */
+  private paged: boolean;
+  /** The paged check under way: the last id of the page before (null before the first page). */
+  private pass: { after: string | null } | null = null;
+  private pageAt = 0;
+  private readonly stats: ModelStats = { fullReads: 0, pageReads: 0, changesReads: 0, fallbacks: 0, drifts: 0 };
   private readonly fullEveryMs: number;
+  private readonly checkPageSize: number;
   private readonly now: () => number;
 
   constructor(
-    private readonly client: Pick<ClusterClient, 'topology' | 'topologyChanges'>,
+    private readonly client: Pick<ClusterClient, 'topology' | 'topologyChanges'> & Partial<Pick<ClusterClient, 'topologyPage'>>,
     private readonly options: ModelOptions = {},
   ) {
+    this.paged = client.topologyPage !== undefined;
     this.fullEveryMs = options.fullEveryMs ?? DEFAULT_FULL_EVERY_MS;
+    this.checkPageSize = options.checkPage ?? CHECK_PAGE;
     this.now = options.now ?? Date.now;
   }
 
@@ -149,7 +214,7 @@ export class TopologyModel {
   private async readNow(): Promise<Topology> {
     const held = this.topology;
     if (held === null || !this.offered || this.fullEveryMs === 0) return this.adopt(await this.full(null));
-    if (this.now() - this.fullAt >= this.fullEveryMs && this.checking === null) this.check(held);
+    this.checkIfDue(held);
     const started = performance.now();
     const changes = await this.changes(held.generation);
     if (changes === null) {
@@ -164,9 +229,69 @@ export class TopologyModel {
 
   /**
    * The periodic check, beside the reads: at 100,000 partitions the whole read takes seconds, which neither the loop's
-   * tick nor a page should wait for. Its result replaces the model between two reads, brought up to the newest
-   * generation by the changes after its own.
+   * tick nor a page should wait for. A pass of pages starts every `fullEveryMs` and spreads its pages over half of
+   * it (50 pages of 2,000 records, one every 0.6 s, at 100,000 partitions); a broker without pages is read whole.
    */
+  private checkIfDue(held: Topology): void {
+    if (this.checking !== null) return;
+    const now = this.now();
+    if (this.pass === null) {
+      if (now - this.fullAt < this.fullEveryMs) return;
+      if (!this.paged) return this.check(held);
+      this.fullAt = now;
+      this.pass = { after: null };
+    } else if (now - this.pageAt < this.fullEveryMs / 2 / Math.ceil(held.partitions.length / this.checkPageSize)) return;
+    this.checkPage(this.pass);
+  }
+
+  /**
+   * One page of the check: once read, it waits its turn among the reads, brings the model up to date with the changes
+   * since the older of the two, and puts the page's records in (`withPage`).
+   */
+  private checkPage(pass: { after: string | null }): void {
+    this.pageAt = this.now();
+    const started = performance.now();
+    this.checking = this.client.topologyPage!(pass.after, this.checkPageSize)
+      .then((page) => {
+        this.stats.pageReads++;
+        const adopted = this.queue.then(async () => {
+          const current = this.topology!;
+          const since = await this.changes(Math.min(current.generation, page.generation));
+          // The broker cannot say what changed since: keep the model; the next read falls back to a whole one.
+          if (since === null) return;
+          const { topology, drifted } = withPage(applyChanges(current, since), page, pass.after, new Set([...since.partitions.map((p) => p.id), ...since.removed]));
+          this.drift(drifted);
+          this.topology = topology;
+          this.options.log?.debug({ read: 'page', ms: Math.round(performance.now() - started), records: page.partitions.length, drifted: drifted.length, generation: topology.generation }, 'topology read');
+          pass.after = page.next;
+          if (page.next === null && this.pass === pass) this.pass = null;
+        });
+        this.queue = adopted.catch(() => undefined);
+        return adopted;
+      })
+      .catch((err: unknown) => {
+        if (err instanceof ClusterHttpError && err.status === 404) {
+          this.paged = false;
+          this.pass = null;
+          this.fullAt = 0;
+          this.options.log?.info({}, 'the broker does not offer GET /v1/topology/page: the check reads the topology whole');
+        } else this.options.log?.warn({ err }, 'a page of the check of the topology model failed; it is read again at the next page');
+      })
+      .finally(() => {
+        this.checking = null;
+      });
+  }
+
+  private drift(drifted: string[]): void {
+    if (drifted.length === 0) return;
+    this.stats.drifts += drifted.length;
+    this.options.log?.warn(
+      { drifted: drifted.length, partitions: drifted.slice(0, 10), driftsTotal: this.stats.drifts },
+      `the changes read left ${drifted.length} partition record(s) different from the broker's; its records replace them`,
+    );
+  }
+
+  /** The check in one whole read: its result replaces the model between two reads, brought up to date by the changes. */
   private check(held: Topology): void {
     this.fullAt = this.now();
     this.checking = this.full(held)
@@ -186,9 +311,11 @@ export class TopologyModel {
       });
   }
 
+  /** A whole read's topology: it checked every record, so the period and any pass under way start again. */
   private adopt(topology: Topology): Topology {
     this.topology = topology;
     this.fullAt = this.now();
+    this.pass = null;
     return topology;
   }
 
@@ -202,24 +329,47 @@ export class TopologyModel {
     const started = performance.now();
     const before = held === null ? null : await this.changes(held.generation);
     const model = held !== null && before !== null ? applyChanges(held, before) : null;
-    const fresh = await this.client.topology();
+    const fresh = (held === null ? await this.inPages() : null) ?? (await this.client.topology());
     const after = model === null ? null : await this.changes(model.generation);
     let topology = fresh;
     if (model !== null && after !== null) {
       const moved = new Set([...after.partitions.map((p) => p.id), ...after.removed]);
-      const drifted = driftBetween(model, fresh, moved);
-      if (drifted.length > 0) {
-        this.stats.drifts += drifted.length;
-        this.options.log?.warn(
-          { drifted: drifted.length, partitions: drifted.slice(0, 10), driftsTotal: this.stats.drifts },
-          `the changes read left ${drifted.length} partition record(s) different from a whole read of the topology; the whole read replaces them`,
-        );
-      }
+      this.drift(driftBetween(model, fresh, moved));
       topology = applyChanges(fresh, after);
     }
     this.stats.fullReads++;
     this.options.log?.debug({ read: 'whole', ms: Math.round(performance.now() - started), checked: model !== null, generation: topology.generation }, 'topology read');
     return topology;
+  }
+
+  /**
+   * The whole topology read in pages of the most records the contract allows, then brought to one generation by the
+   * changes since the first page's (a record changed since is listed there, newer than any page's): no read of the
+   * broker is one 60 MB string at 100,000 partitions, which past about 860,000 no string can hold. Null where the
+   * broker offers no pages or cannot list the changes: read it whole.
+   */
+  private async inPages(): Promise<Topology | null> {
+    if (!this.paged || !this.offered) return null;
+    const partitions: Partition[] = [];
+    let first: TopologyPage | null = null;
+    let page: TopologyPage;
+    try {
+      for (let after: string | null = null; ; after = page.next) {
+        page = await this.client.topologyPage!(after, TOPOLOGY_PAGE_MAX);
+        this.stats.pageReads++;
+        first ??= page;
+        for (const p of page.partitions) partitions.push(p);
+        if (page.next === null) break;
+      }
+    } catch (err) {
+      if (!(err instanceof ClusterHttpError) || err.status !== 404) throw err;
+      this.paged = false;
+      this.options.log?.info({}, 'the broker does not offer GET /v1/topology/page: the topology is read whole');
+      return null;
+    }
+    const since = await this.changes(first.generation);
+    if (since === null) return null;
+    return applyChanges({ contractVersion: page.contractVersion, generation: first.generation, now: first.now, nodes: page.nodes, partitions }, since);
   }
 
   /** The changes after `generation`, or null when the broker cannot list them (or does not offer the read). */

@@ -9,6 +9,7 @@ const components = {
   Topology: c.Topology,
   NodesView: c.NodesView,
   TopologyChanges: c.TopologyChanges,
+  TopologyPage: c.TopologyPage,
   Partition: c.Partition,
   PartitionView: c.PartitionView,
   Progress: c.Progress,
@@ -113,6 +114,19 @@ export function openApiDocument(): Record<string, unknown> {
           '200': json('TopologyChanges', 'The changes after `after`; pass `generation` as `after` next time'),
           '400': bad,
           '410': json('BadRequest', 'The broker cannot list the changes after `after`: read GET /v1/topology'),
+        },
+      },
+    }),
+    '/v1/topology/page': contract({
+      get: {
+        summary: 'Every node, and the partition records whose ids sort after `after`, in id order: the topology a page at a time',
+        parameters: [
+          { name: 'after', in: 'query', required: false, schema: { type: 'string' } },
+          { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: c.TOPOLOGY_PAGE_MAX, default: 1_000 } },
+        ],
+        responses: {
+          '200': json('TopologyPage', 'At most `limit` records; pass `next` as `after` for the next page (null on the last)'),
+          '400': bad,
         },
       },
     }),

@@ -11,6 +11,7 @@ import {
   CreatePartitionRequest,
   EventsQuery,
   TopologyChangesQuery,
+  TopologyPageQuery,
   Fault,
   GuardedWrites,
   JoinNodeRequest,
@@ -237,6 +238,10 @@ function readRoutes(app: FastifyInstance, { sim, store, clock, waiters, closing,
   const openapi = openApiDocument();
   app.get('/openapi.json', async () => openapi);
   app.get('/v1/topology', async () => sim.topology());
+  app.get('/v1/topology/page', async (req) => {
+    const { after, limit } = parse(TopologyPageQuery, req.query, 'query');
+    return sim.topologyPage(after, limit ?? 1_000);
+  });
   app.get('/v1/topology/changes', async (req, reply) => {
     const { after } = parse(TopologyChangesQuery, req.query, 'query');
     const changes = sim.changesSince(after);

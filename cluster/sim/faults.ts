@@ -214,6 +214,7 @@ export function deletePartition(sim: ClusterSim, id: string): void {
   const p = sim.partition(id);
   for (const [n, r] of Object.entries(p.replicas)) releaseSlot(sim, n, r);
   sim.partitions.delete(id);
+  sim.idOrder = null;
   sim.active.delete(p);
   sim.activeOrder = null;
   sim.dirtyPartitions.delete(p);

@@ -21,6 +21,7 @@ import {
   type SyncBudget,
   type Topology,
   type TopologyChanges,
+  type TopologyPage,
   type WriteReply,
 } from '../contract';
 import * as anchor from './anchor';
@@ -94,6 +95,8 @@ export class ClusterSim {
   readonly active = new Set<PartitionState>();
   /** The active set in creation order, rebuilt only when the set changed. */
   activeOrder: PartitionState[] | null = null;
+  /** Partition ids in code-unit order, for the topology's pages; null once a partition is created or deleted. */
+  idOrder: string[] | null = null;
   readonly slotsInUse = new Map<string, number>();
   clusterInUse = 0;
   /** Retained copies in expiry order (retainedUntil only ever grows with now). */
@@ -270,6 +273,7 @@ export class ClusterSim {
       anchor: null,
     };
     this.partitions.set(id, p);
+    this.idOrder = null;
     if (!anchor.tryAnchor(this, p)) anchor.activate(this, p);
   }
 
@@ -426,6 +430,10 @@ export class ClusterSim {
   }
 
   /** What changed after generation `after`, or null when this process cannot say (see changesFrom). */
+  topologyPage(after: string | undefined, limit: number): TopologyPage {
+    return views.topologyPage(this, after, limit);
+  }
+
   changesSince(after: number): TopologyChanges | null {
     if (after < this.changesFrom || after > this.generation) return null;
     const removed = [...this.removedAt].filter(([, at]) => at > after).map(([id]) => id);

@@ -14,6 +14,7 @@ import {
   type SyncBudget,
   type Topology,
   type TopologyChanges,
+  type TopologyPage,
 } from '../contract';
 import type { ClusterSim } from './sim';
 import { logNow, materialize } from './anchor';
@@ -73,6 +74,27 @@ export function topology(sim: ClusterSim): Topology {
   for (const p of sim.partitions.values()) partitions.push(partitionRecord(sim, p));
   return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions };
 }
+
+/** The records after `after` in id order, at most `limit`, and the id to read from next (null on the last page). */
+export function topologyPage(sim: ClusterSim, after: string | undefined, limit: number): TopologyPage {
+  const ids = (sim.idOrder ??= [...sim.partitions.keys()].sort(byCodeUnit));
+  let from = 0;
+  if (after !== undefined) {
+    // The first id sorting after `after`: it need not exist (deleted since the page before).
+    let hi = ids.length;
+    while (from < hi) {
+      const mid = (from + hi) >>> 1;
+      if (ids[mid]! <= after) from = mid + 1;
+      else hi = mid;
+    }
+  }
+  const chosen = ids.slice(from, from + limit);
+  const partitions = chosen.map((id) => partitionRecord(sim, sim.partitions.get(id)!));
+  const next = from + limit < ids.length ? chosen.at(-1)! : null;
+  return { contractVersion: CONTRACT_VERSION, ...nodesView(sim), partitions, next };
+}
+
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Every node, with the records that changed after `after` and the partitions deleted since. */
 export function changesSince(sim: ClusterSim, after: number, removed: string[]): TopologyChanges {

@@ -40,7 +40,7 @@ function sources(state: () => RebalancerView): AdminDeps {
     drainDecisions: async () => [],
     scores: () => ({ spread: 0, mean: 0 }),
     underReplicated: () => [],
-    topologyReads: () => ({ fullReads: 1, changesReads: 0, fallbacks: 0, drifts: 0 }),
+    topologyReads: () => ({ fullReads: 1, pageReads: 0, changesReads: 0, fallbacks: 0, drifts: 0 }),
   } as unknown as AdminDeps;
 }
 
