@@ -70,8 +70,9 @@ export function ticksOf(
   let read: 'whole' | 'changes' | 'none' = 'none';
   let snapshot: LogLine | null = null;
   for (const l of lines) {
-    // The periodic check reads whole beside the ticks (cluster/model.ts): a tick it overlaps read only the changes.
-    if (l.msg === 'topology read' && l.component === 'topology' && l.checked !== true) read = l.read as 'whole' | 'changes';
+    // The periodic check (a page at a time, or one whole read) runs beside the ticks (cluster/model.ts): a tick it
+    // overlaps read only the changes.
+    if (l.msg === 'topology read' && l.component === 'topology' && l.checked !== true && l.read !== 'page') read = l.read as 'whole' | 'changes';
     else if (l.msg === 'snapshot' && l.component === 'rebalancer') snapshot = l;
     else if (l.msg === 'planned' && l.component === 'rebalancer' && snapshot !== null) {
       if (snapshot.time >= from) {

@@ -1,6 +1,7 @@
 /**
  * The scale bench's reading of the worker's log (bench/scale.ts ticksOf): a tick is a snapshot and the plan after
- * it, counted warm only when the topology was read by its changes, and only from the time asked.
+ * it, counted warm only when the topology was read by its changes (a page of the check beside it does not count),
+ * and only from the time asked.
  */
 import { describe, expect, it } from 'vitest';
 import { ticksOf, wholeReads } from '../../bench/scale';
@@ -15,6 +16,7 @@ describe('the scale bench', () => {
       line(3, 'planned', 'rebalancer', { ms: 40 }),
       line(10, 'topology read', 'topology', { read: 'changes', ms: 20 }),
       line(11, 'topology read', 'topology', { read: 'whole', ms: 1800, checked: true }),
+      line(11, 'topology read', 'topology', { read: 'page', ms: 150, records: 2000, drifted: 0 }),
       line(11, 'snapshot', 'rebalancer', { ms: 60, topologyMs: 20, endsMs: 55, tracked: 3 }),
       line(12, 'move started', 'rebalancer'),
       line(13, 'planned', 'rebalancer', { ms: 35 }),
