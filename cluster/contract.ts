@@ -183,12 +183,13 @@ export const TopologyChanges = z.object({
 export type TopologyChanges = z.infer<typeof TopologyChanges>;
 
 /**
- * GET /v1/topology/page?after=ID&limit=N: the partition records whose ids sort after `after` (from the first when it
- * is absent), in ascending code-unit order of their ids, at most `limit` of them (1 to 10,000, default 1,000), with every node at the page's
- * generation. `next` is the last id of the page when more follow (pass it as `after`), null on the last page. Each
- * page is one coordination generation; the pages of one pass may be at different ones, which the changes read
- * reconciles. What a reader checks its model with, a page at a time, where the whole read would hold the broker
- * and the reader for a second at 100,000 partitions (and cannot be one string past about 860,000).
+ * GET /v1/topology/page?after=ID&limit=N (optional: 404 from a broker without it): the partition records whose ids
+ * sort after `after` (from the first when it is absent), in ascending code-unit order of their ids, at most `limit`
+ * of them (1 to 10,000, default 1,000), with every node at the page's generation. `next` is the last id of the page
+ * when more follow (pass it as `after`), null on the last page. Each page is one coordination generation; the pages
+ * of one pass may be at different ones, which the changes read reconciles. What a reader checks its model with, a
+ * page at a time, where the whole read would hold the broker and the reader for a second at 100,000 partitions (and
+ * cannot be one string past about 860,000).
  */
 export const TOPOLOGY_PAGE_MAX = 10_000;
 export const TopologyPageQuery = z

@@ -2,20 +2,21 @@
  * The topology kept current from the broker's changes read (GET /v1/topology/changes) instead of read whole each
  * time: at 100,000 partitions the whole topology is about 60 MB and takes over a second to serve, parse and check,
  * while a tick's changes are a few records. The whole topology is read at the start and when the broker cannot list
- * the changes (410: it restarted). Every `fullEveryMs` a check passes over every record beside the reads (they go on
- * from the model while it runs), a page at a time (GET /v1/topology/page) where the broker offers pages, else in one
- * whole read: records the changes read left different from the broker's are drift, logged and counted, and the
- * broker's records replace the model's. A whole read held the broker and this process for a second or more at
- * 100,000 partitions, once a minute: every read, tick and page waiting behind it. Records that did not change keep
- * the advisory figures (history bytes, rates) of the last read that brought them, at most about `fullEveryMs` old:
- * they move slowly, and the planner's cooldowns are longer.
+ * the changes (410: it restarted), in pages where the broker offers them (GET /v1/topology/page), so no read is one
+ * 60 MB string. Every `fullEveryMs` a check passes over every record beside the reads (they go on from the model
+ * while it runs), a page at a time where the broker offers pages, else in one whole read: records the changes read
+ * left different from the broker's are drift, logged and counted, and the broker's records replace the model's. A
+ * whole read held the broker and this process for a second or more at 100,000 partitions, once a minute: every
+ * read, tick and page waiting behind it. Records that did not change keep the advisory figures (history bytes,
+ * rates) of the last read that brought them, at most about `fullEveryMs` old: they move slowly, and the planner's
+ * cooldowns are longer.
  */
 import { ClusterHttpError, type ClusterClient } from './client';
 import { TOPOLOGY_PAGE_MAX, type Partition, type Topology, type TopologyChanges, type TopologyPage } from './contract';
 
 export interface ModelStats {
   fullReads: number;
-  /** Pages of the check read (GET /v1/topology/page): a pass over every record takes one per `CHECK_PAGE` records. */
+  /** Pages read (GET /v1/topology/page): the check's, one per `CHECK_PAGE` records, and a whole read's (10,000 each). */
   pageReads: number;
   changesReads: number;
   /** Reads that asked for changes and read whole instead: the broker could not list them (410), or does not offer the read (404, once). */
