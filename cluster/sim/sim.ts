@@ -429,11 +429,12 @@ export class ClusterSim {
     return views.nodesView(this);
   }
 
-  /** What changed after generation `after`, or null when this process cannot say (see changesFrom). */
+  /** The partition records after `after` in id order, at most `limit` (GET /v1/topology/page). */
   topologyPage(after: string | undefined, limit: number): TopologyPage {
     return views.topologyPage(this, after, limit);
   }
 
+  /** What changed after generation `after`, or null when this process cannot say (see changesFrom). */
   changesSince(after: number): TopologyChanges | null {
     if (after < this.changesFrom || after > this.generation) return null;
     const removed = [...this.removedAt].filter(([, at]) => at > after).map(([id]) => id);
