@@ -367,6 +367,43 @@ describe('follower move', () => {
     }
   });
 
+  it('a removal refused for a recovery, its reply taken in after the activation: the move waits for no other recovery', async () => {
+    const id = 'q-2';
+    const queue = `${taskQueue}-late-refusal`;
+    const { from, to } = await pickMove(cluster.client, id);
+    const epochs: number[] = [];
+    const broker: ActivityDeps['cluster'] = {
+      partition: (p) => cluster.client.partition(p),
+      nodes: () => cluster.client.nodes(),
+      write: async (p, write, request) => {
+        if (p !== id || write !== 'remove-leaving' || epochs.length > 0) return cluster.client.write(p, write, request);
+        // The owner fails as the removal is sent; its refusal comes back only once the recovery has activated
+        // and the relay has told the move (as when a reply is lost and the retry returns the first one).
+        const failed = (await partition(id)).epoch;
+        await cluster.client.fault({ fault: 'fail-owner', partition: id });
+        const reply = await cluster.client.write(p, write, request);
+        epochs.push(failed);
+        await eventually('the activation', async () => ((await partition(id)).epoch > failed ? true : undefined));
+        await new Promise((r) => setTimeout(r, 2_000));
+        return reply;
+      },
+    };
+    const stop = await startBareWorker(queue, broker);
+    try {
+      const handle = await startFollowerMove({ ...ctx, taskQueue: queue }, { partition: id, from, to, origin: 'operator', timing: { pollMs: 500, retryMs: 200 } });
+      const outcome = await Promise.race([outcomeOf(handle), new Promise<MoveStatus>((r) => setTimeout(() => void statusOf(id).then(r), 20_000))]);
+      expect(epochs).toHaveLength(1);
+      expect(outcome).toMatchObject({ status: 'completed', from, to, epoch: epochs[0]! + 1 });
+      const after = await partition(id);
+      // T counts: as a follower, or as the owner the recovery chose.
+      expect([after.owner, ...after.followers]).toContain(to);
+      expect(after.history.map((h) => h.node)).not.toContain(from);
+      await replayAndKeep(client, handle.workflowId, 'v2-recovery-refusal-after-activation');
+    } finally {
+      await stop();
+    }
+  });
+
   it.each([
     ['refuses the removal for a reason that cannot pass', 'q-1', 'unknown_node'],
     ['rejects the removal request for good (a 4xx)', 'q-0', 'BrokerRejected'],

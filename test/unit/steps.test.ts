@@ -36,7 +36,7 @@ function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRem
 
 /** A watch deciding on timers (patch decide-on-timers), with vitest's fake timers standing in for workflow timers. */
 function setup(timing = {}) {
-  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, true, (ms) => new Promise((r) => setTimeout(r, ms)));
+  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, { onTimers: true, recoveryAtItsEpoch: true }, (ms) => new Promise((r) => setTimeout(r, ms)));
   const op = new Operation({ kind: 'follower-move', partition: 'q-0', from: 'n2', to: 'n4', origin: 'operator' }, watch);
   return { watch, op };
 }
@@ -88,6 +88,27 @@ describe('what the Watch keeps', () => {
     watch.notePartition({ ...partition, epoch: 2 });
     expect(watch.recoveryPending).toBe(true);
     watch.notePartition({ ...partition, epoch: 3, generation: 6 });
+    expect(watch.recoveryPending).toBe(false);
+  });
+
+  it('a pending_recovery refusal taken in after the activation opens nothing; a read of the activated epoch would not clear it', () => {
+    const { watch } = setup();
+    const failed = { epoch: 2, openedAt: 0, reason: 'owner failed', failedOwner: 'n1' };
+    watch.notePartition({ ...partition, pendingRecovery: failed });
+    watch.notePartition({ ...partition, epoch: 3, generation: 6 });
+    expect(watch.recoveryPending).toBe(false);
+    watch.noteReply({ ok: false, write: 'swap', refusal: refusal('pending_recovery', failed) }, 2);
+    expect(watch.recoveryPending).toBe(false);
+    // A broker whose refusal does not say the epoch: the one known when the write was sent.
+    watch.noteReply({ ok: false, write: 'swap', refusal: refusal('pending_recovery') }, 2);
+    expect(watch.recoveryPending).toBe(false);
+    // A stale read of the pending recovery neither.
+    watch.notePartition({ ...partition, pendingRecovery: failed });
+    expect(watch.recoveryPending).toBe(false);
+    // A recovery of the epoch known is pending.
+    watch.noteReply({ ok: false, write: 'swap', refusal: refusal('pending_recovery', { ...failed, epoch: 3 }) }, 3);
+    expect(watch.recoveryPending).toBe(true);
+    watch.notePartition({ ...partition, epoch: 4, generation: 7 });
     expect(watch.recoveryPending).toBe(false);
   });
 

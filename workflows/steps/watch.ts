@@ -47,6 +47,24 @@ export const DECIDE_ON_TIMERS = 'decide-on-timers';
  */
 export const ADMITTED_BEFORE_REPLY = 'admitted-before-reply';
 
+/**
+ * Executions that have it place a pending recovery at the epoch that failed, as the broker says it, and take none
+ * of an epoch older than the partition's known epoch (that one has activated). Before it a `pending_recovery` refusal opened one at the epoch
+ * the watch knew when the reply was taken in: a refusal sent before an activation and taken in after the
+ * activation's signal (signals run first in an activation; a lost reply's retry returns the first reply) opened a
+ * recovery of the activated epoch, which no read of that epoch clears, and the move waited for an activation that
+ * would never come.
+ */
+export const RECOVERY_AT_ITS_EPOCH = 'recovery-at-its-epoch';
+
+/** The patches a watch's behaviour depends on, asked once when the operation begins. */
+export interface WatchPatches {
+  /** DECIDE_ON_TIMERS: reads are normal activities and time decisions are set by timers. */
+  onTimers: boolean;
+  /** RECOVERY_AT_ITS_EPOCH. */
+  recoveryAtItsEpoch: boolean;
+}
+
 /** What ends a wait early: the step's caller decides what each means. */
 export type Interrupt = 'recovery' | 'cancel' | 'node_down' | 'stalled' | 'deadline';
 
@@ -86,15 +104,20 @@ export class Watch {
   /** Called whenever a wait goes on waiting, with what it waits for (the operation shows it). */
   private blocked: (reason: string) => void = () => undefined;
 
+  /** Patch decide-on-timers: reads are normal activities and time decisions are set by timers. */
+  readonly onTimers: boolean;
+  private readonly recoveryAtItsEpoch: boolean;
+
   constructor(
     readonly partitionId: string,
     readonly timing: MoveTiming,
-    /** Patch decide-on-timers: reads are normal activities and time decisions are set by timers. */
-    readonly onTimers: boolean,
+    patches: WatchPatches,
     /** The workflow timer (unit tests give a fake one). */
     private readonly timer: (ms: number) => Promise<void> = sleep,
   ) {
-    this.transfers = new Transfers(timing, onTimers, (ms, fired) => this.after(ms, fired));
+    this.onTimers = patches.onTimers;
+    this.recoveryAtItsEpoch = patches.recoveryAtItsEpoch;
+    this.transfers = new Transfers(timing, this.onTimers, (ms, fired) => this.after(ms, fired));
   }
 
   get generation(): number {
@@ -196,7 +219,9 @@ export class Watch {
     if (g !== undefined && g > this.generation) this.known.generation = g;
   }
 
+  /** A recovery of `epoch` (the epoch that failed) is pending, unless an epoch past it is known: then it activated. */
   private openRecovery(epoch: number): void {
+    if (this.recoveryAtItsEpoch && epoch < this.epoch) return;
     this.known.recoveryPending = true;
     this.recoveringEpoch = Math.max(this.recoveringEpoch, epoch);
   }
@@ -285,6 +310,7 @@ export class Watch {
   ): Promise<WriteOutcome> {
     const info = workflowInfo();
     const key = (write: GuardedWriteName) => `${info.workflowId}/${info.runId}/${++this.writeSeq}-${write}`;
+    const sentAtEpoch = this.epoch;
     const request = { ...body, expectedGeneration: this.generation, idempotencyKey: key(name) };
     const then = options.then ? { write: options.then.write, request: { ...options.then.body, idempotencyKey: key(options.then.write) } } : undefined;
     const reply = await guardedWrite.executeWithOptions(
@@ -292,14 +318,17 @@ export class Watch {
       // The activity's generic signature does not survive proxying; the body matches `name`'s schema.
       [this.partitionId, name, request as never, { readProgress: options.readProgress, then }],
     );
-    this.noteReply(reply);
-    if (reply.then && !('rejected' in reply.then)) this.noteReply(reply.then);
+    this.noteReply(reply, sentAtEpoch);
+    if (reply.then && !('rejected' in reply.then)) this.noteReply(reply.then, sentAtEpoch);
     if (reply.progress) this.noteProgress(reply.progress);
     return reply;
   }
 
-  /** Take in a guarded write's reply: the record it returns, or what its refusal says of the broker. */
-  noteReply(reply: WriteReply): void {
+  /**
+   * Take in a guarded write's reply: the record it returns, or what its refusal says of the broker. `sentAtEpoch`:
+   * the epoch known when the write was sent, the earliest a recovery it was refused for can have failed at.
+   */
+  noteReply(reply: WriteReply, sentAtEpoch = this.epoch): void {
     if (reply.ok) {
       this.notePartition(reply.partition);
       return;
@@ -308,7 +337,7 @@ export class Watch {
     // The broker's current generation is its word, even below what signals said: a record deleted and created
     // again under the same id starts over, and late events of the old one must not hold the next write forever.
     if (code === 'generation_mismatch' && typeof saw['current'] === 'number') this.known.generation = saw['current'];
-    if (code === 'pending_recovery') this.openRecovery(this.epoch);
+    if (code === 'pending_recovery') this.openRecovery(this.recoveryAtItsEpoch ? failedEpoch(saw, sentAtEpoch) : this.epoch);
     if (code === 'node_down' && typeof saw['node'] === 'string') this.noteLive(saw['node'], false);
     this.version++;
   }
@@ -390,4 +419,9 @@ export class Watch {
       this.version++;
     });
   }
+}
+
+/** The epoch a `pending_recovery` refusal says failed (the record's `pendingRecovery.epoch`), or else the one known when it was sent. */
+function failedEpoch(saw: Record<string, unknown>, sentAtEpoch: number): number {
+  return typeof saw['epoch'] === 'number' ? saw['epoch'] : sentAtEpoch;
 }
