@@ -21,7 +21,7 @@ import {
 import type { RebalancerActivities, Snapshot } from '../activities/rebalancer';
 import { drainStatusQuery, topologySignal, type DrainOutcome, type DrainRequest, type DrainState, type DrainStatus, type PlanRecord, type RebalancerSettings } from '../rules/definitions';
 import { blockerLine, drainStarts, type DrainLeft } from '../rules/rebalancer-drain-rules';
-import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
+import { checkNodeDrain, configuredSettings, planMoves, rebalancerSnapshot, startMoves } from './rebalancer-moves';
 import { planRecord, pruneCooldowns, recordEnded } from '../rules/rebalancer-rules';
 
 // The draining mark is a write: a normal activity, so its input is kept for retries.
@@ -92,11 +92,10 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
     const selection = drainStarts(plan.steps, snapshot.inFlight, settings.planner, node, state.phase === 'handing_off');
     const started: string[] = [];
     const skipped = [...selection.skipped];
-    for (const s of selection.start) {
-      const result = await startMove(s, 'planner', now);
+    await startMoves(selection.start, 'planner', now, () => null, (s, result) => {
       if ('skipped' in result) {
         skipped.push({ partition: s.partition, reason: result.skipped });
-        continue;
+        return;
       }
       state.inFlight.push(result.move);
       state.moves.started++;
@@ -106,7 +105,7 @@ export async function drain(request: DrainRequest): Promise<DrainOutcome> {
         () => (wake = true),
         () => (wake = true),
       );
-    }
+    });
     // What holds the copies the plan moves nowhere: all of it while nothing moves, else only what never passes by itself.
     const blockers = plan.blockers ?? [];
     const idle = started.length === 0 && state.inFlight.length === 0;

@@ -3,7 +3,7 @@
  * planned step becomes a reconfiguration that outlives its starter.
  */
 import { WorkflowExecutionAlreadyStartedError, type Workflow } from '@temporalio/common';
-import { ChildWorkflowCancellationType, ParentClosePolicy, proxyLocalActivities, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
+import { ChildWorkflowCancellationType, ParentClosePolicy, patched, proxyLocalActivities, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
 import type { RebalancerActivities } from '../activities/rebalancer';
 import type { Proposal } from '../planner/types';
 import {
@@ -76,5 +76,46 @@ export async function startMove(step: Proposal, origin: MoveOrigin, now: number)
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) return { skipped: `another reconfiguration of ${step.partition} is running (${workflowId})` };
     throw err;
+  }
+}
+
+/**
+ * Executions that have it start a tick's steps together: the start commands of up to STARTS_PER_TASK steps go to the
+ * server in one workflow task. Before it each start waited for the server's answer before the next was sent, a round
+ * trip each: a tick that planned 933 steps at 1,000 nodes had started 292 of them 2.5 minutes later (about 2 a second
+ * on two cores), and the loop neither looked again nor planned until the last had started.
+ */
+export const START_TOGETHER = 'start-moves-together';
+
+/** Starts sent in one workflow task: each carries its request, search attributes and summary (about 1.5 KB). */
+const STARTS_PER_TASK = 100;
+
+/**
+ * Start the steps in order, each unless `hold` names why not (asked just before it is sent), and hand each step's
+ * result to `started` as it comes: together in batches of STARTS_PER_TASK (patch START_TOGETHER), or one at a time.
+ */
+export async function startMoves(
+  steps: readonly Proposal[],
+  origin: MoveOrigin,
+  now: number,
+  hold: (step: Proposal) => string | null,
+  started: (step: Proposal, result: Started) => void,
+): Promise<void> {
+  if (steps.length === 0) return;
+  if (!patched(START_TOGETHER)) {
+    for (const step of steps) {
+      const held = hold(step);
+      started(step, held === null ? await startMove(step, origin, now) : { skipped: held });
+    }
+    return;
+  }
+  const one = (step: Proposal): Promise<Started> | Started => {
+    const held = hold(step);
+    return held === null ? startMove(step, origin, now) : { skipped: held };
+  };
+  for (let i = 0; i < steps.length; i += STARTS_PER_TASK) {
+    const batch = steps.slice(i, i + STARTS_PER_TASK);
+    const results = await Promise.all(batch.map(one));
+    batch.forEach((step, k) => started(step, results[k]!));
   }
 }

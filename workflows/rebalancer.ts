@@ -25,8 +25,9 @@ import {
   type RebalancerState,
   type RebalancerStatus,
 } from '../rules/definitions';
-import { planMoves, rebalancerSnapshot, startMove } from './rebalancer-moves';
+import { planMoves, rebalancerSnapshot, startMoves } from './rebalancer-moves';
 import { proposeMode } from './rebalancer-propose';
+import type { Proposal } from '../planner/types';
 import { checkHold, checkOperatorNote, closedListFrom, cooldownsOnArrival, nodeArrived, nodeCooldowns, operatorHold, planHolds, planRecord, pruneCooldowns, recordClosed, recordEnded, selectStarts, type HoldAction } from '../rules/rebalancer-rules';
 
 export function initialRebalancerState(): RebalancerState {
@@ -138,22 +139,12 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
     const selection = selectStarts(plan.steps, snapshot.inFlight, settings.planner, new Set(snapshot.draining));
     const started: string[] = [];
     const skipped = [...selection.skipped];
-    for (const step of selection.start) {
-      // A pause accepted while this tick ran stops the steps not yet started.
-      if (state.paused) {
-        skipped.push({ partition: step.partition, reason: 'the rebalancer was paused' });
-        continue;
-      }
-      // Likewise a pin or an exclusion accepted while this tick ran.
-      const held = operatorHold(step, state.pinned, state.excluded);
-      if (held) {
-        skipped.push({ partition: step.partition, reason: held });
-        continue;
-      }
-      const result = await startMove(step, 'planner', now);
+    // A pause, a pin or an exclusion accepted while this tick ran stops the steps not yet started.
+    const hold = (step: Proposal): string | null => (state.paused ? 'the rebalancer was paused' : operatorHold(step, state.pinned, state.excluded));
+    await startMoves(selection.start, 'planner', now, hold, (step, result) => {
       if ('skipped' in result) {
         skipped.push({ partition: step.partition, reason: result.skipped });
-        continue;
+        return;
       }
       state.inFlight.push(result.move);
       state.moves.started++;
@@ -164,7 +155,7 @@ export async function rebalancer(input: RebalancerInput): Promise<never> {
         () => (wake = true),
         () => (wake = true),
       );
-    }
+    });
     approval.started(started);
     const idleReason = started.length > 0 ? null : (plan.idleReason ?? (skipped.length > 0 ? `no planned step could start: ${skipped[0]!.reason}` : 'the planner proposed nothing'));
     state.lastPlan = planRecord(now, { ...plan, threshold: settings.planner.threshold }, started, skipped, idleReason);
