@@ -95,7 +95,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     '127.0.0.1',
     '--port',
     String(port),
-    ...(options.dbFile ? ['--db-filename', options.dbFile] : []),
+    // The file in WAL mode, synced at checkpoints (synchronous=normal): a commit appends to the log, where SQLite's
+    // default (a rollback journal, synchronous=full) syncs the disk several times a commit, which made the file the
+    // dev server's bottleneck. A commit still survives the server's crash or kill; an OS crash may lose the last ones.
+    ...(options.dbFile ? ['--db-filename', options.dbFile, '--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal'] : []),
     ...(options.namespaces ?? ['default']).flatMap((namespace) => ['--namespace', namespace]),
     '--log-level',
     'error',
