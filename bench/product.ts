@@ -96,7 +96,7 @@ export async function startProduct(
       ...options.env,
     });
     say(`${label}: cluster/main.ts ${Object.entries(shape).map(([k, v]) => `--${k} ${v}`).join(' ')} at ${cluster.url}`);
-    say(`${label}: CLUSTER_URL=${cluster.url} TEMPORAL_PORT=${temporalPort} DATA_DIR=${dir}${Object.entries(options.env ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')} node --import tsx scripts/start.ts (no REBALANCER_* set: the defaults); logs in ${log}`);
+    say(`${label}: CLUSTER_URL=${cluster.url} TEMPORAL_PORT=${temporalPort} DATA_DIR=${dir}${Object.entries(options.env ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')} node --import tsx scripts/start.ts${Object.keys(options.env ?? {}).some((k) => k.startsWith('REBALANCER_')) ? '' : ' (no REBALANCER_* set: the defaults)'}; logs in ${log}`);
     start = startProcess(env, out);
     const started = start;
     await new Promise<void>((resolve, reject) => {
