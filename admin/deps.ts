@@ -82,8 +82,11 @@ export interface AdminDeps {
   underReplicated(topology: Topology, moves: readonly Pick<MoveStatus, 'kind' | 'partition' | 'from' | 'to'>[]): UnderReplicated[];
   /** The reconfigurations in progress as visibility lists them, by partition: one list, no workflow asked. */
   moves(): Promise<MoveInProgress[]>;
-  /** Their statuses, each workflow queried: for the few a page shows. */
-  statuses(moves: readonly MoveInProgress[]): Promise<MoveStatus[]>;
+  /**
+   * Their statuses, each workflow queried: for the few a page shows. Within `withinMs`, those whose query has not
+   * answered by then are `late` (a page shows them as visibility lists them); without, every query is waited for.
+   */
+  statuses(moves: readonly MoveInProgress[], withinMs?: number): Promise<{ answered: MoveStatus[]; late: MoveInProgress[] }>;
   recentMoves(limit: number): Promise<EndedMove[]>;
   /** Moves of this task queue that ended after `since`; the outcome is read only of runs `known` does not know. */
   endedMoves(since: Date, known: (runId: string) => boolean): Promise<EndedRun[]>;

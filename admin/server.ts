@@ -52,6 +52,8 @@ export interface RunningAdmin {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+/** How long the moves page waits for a move's status query: past it the move shows as visibility lists it. */
+export const PAGE_STATUS_MS = 1_000;
 const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
 const resolve = createRequire(import.meta.url).resolve;
 /** The dashboard's files, and the charting library's straight from node_modules (no CDN, no build step). */
@@ -294,7 +296,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         const [topology, running, budget] = await Promise.all([deps.topology(), moves(), deps.syncBudget()]);
         checkNames(topology, null, { node });
         const view = scores(topology, running, budget);
-        const mine = await deps.statuses(running.filter((m) => m.from === node || m.to === node));
+        const { answered: mine } = await deps.statuses(running.filter((m) => m.from === node || m.to === node));
         const since = Date.now() - minutes * 60_000;
         const roleOf = (p: Topology['partitions'][number]) =>
           p.owner === node ? 'owner' : p.followers.includes(node) ? 'follower' : p.learners.includes(node) ? 'learner' : p.leaving === node ? 'leaving' : null;
@@ -333,13 +335,16 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
       handler: async (req) => {
         const q = parse(MovesQuery, req.query, 'query');
         const [running, recent] = await Promise.all([moves(), q.recent > 0 ? deps.recentMoves(q.recent) : Promise.resolve([])]);
-        // Only the page's moves are asked for their status: one that ended since the list is left out of the page.
-        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit));
+        // Only the page's moves are asked for their status: one that ended since the list is left out of the page, and one
+        // that has not answered within PAGE_STATUS_MS is shown as visibility lists it (`late`), so the page never waits
+        // on the slowest of a busy worker's workflows.
+        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS);
         return {
           total: running.length,
           offset: q.offset,
           limit: q.limit,
-          running: withProgress(page),
+          running: withProgress(page.answered),
+          late: page.late.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
           recent: recent.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
         };
       },
@@ -443,7 +448,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
     {
       method: 'GET', url: '/metrics', summary: 'Prometheus metrics of the service', produces: 'text/plain',
       handler: async (_req, reply) => {
-        const text = await metrics.scrape(deps, async () => deps.statuses(await moves()));
+        const text = await metrics.scrape(deps, async () => (await deps.statuses(await moves())).answered);
         void reply.type(metrics.contentType);
         return text;
       },

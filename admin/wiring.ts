@@ -6,7 +6,7 @@ import { withCooledMoves } from '../operations/closed';
 import { dryRun } from '../operations/dry-run';
 import { startGrow, startReplace } from '../operations/grow';
 import { startHandoff, startOwnerMove } from '../operations/handoff';
-import { cancelMove, listMovesInProgress, moveStatuses, outcomeOf, recentMoves, showMove, startFollowerMove } from '../operations/moves';
+import { cancelMove, listMovesInProgress, moveStatusesWithin, outcomeOf, recentMoves, showMove, startFollowerMove } from '../operations/moves';
 import { approvePlan, drainNotice, loopStatusIfAny, refreshPlan, setHold, setPaused, startDrain, undrain } from '../operations/rebalancer';
 import { relayScope, relayWorkflowId } from '../operations/relay';
 import { nodeScores } from '../operations/scores';
@@ -99,7 +99,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
         moves.filter((m) => m.kind === 'replace'),
       ),
     moves: () => listMovesInProgress(client, taskQueue),
-    statuses: (moves) => moveStatuses(client, moves),
+    statuses: (moves, withinMs) => moveStatusesWithin(client, moves, withinMs ?? null),
     recentMoves: (limit) => recentMoves(client, limit),
     async endedMoves(since, known) {
       const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH '${RECONFIGURATION_ID_PREFIX}' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;

@@ -273,19 +273,24 @@ function progressBar(m) {
     el('span', { className: 'muted', textContent: `${bytes(m.bytesRemaining)} left` }));
 }
 
+// A move whose status query did not answer in time (a busy worker): its phase as Temporal's visibility lists it.
+const LATE = 'its status did not answer within a second (the worker is busy): phase as Temporal lists it';
+
 function renderMoves(view) {
   pager('moves', 'movesOffset', view.total);
+  const rows = [...view.running, ...(view.late ?? []).map((m) => ({ ...m, late: true }))];
+  rows.sort((a, b) => a.partition.localeCompare(b.partition, 'en', { numeric: true }));
   $('moves').replaceChildren(
-    ...view.running.map((m) => {
+    ...rows.map((m) => {
       return el(
         'div',
-        { className: 'move row', dataset: { partition: m.partition, phase: m.phase } },
+        { className: m.late ? 'move row late' : 'move row', dataset: { partition: m.partition, phase: m.phase } },
         el('strong', { textContent: m.partition }),
         el('span', { textContent: m.kind }),
         el('span', { textContent: `${m.from ?? '+'} → ${m.to}` }),
         el('span', { className: 'phase', textContent: m.phase }),
-        progressBar(m),
-        el('span', { className: 'blocking', textContent: m.blockingReason ?? '' }),
+        m.late ? el('span', { className: 'muted', textContent: '' }) : progressBar(m),
+        el('span', { className: 'blocking', textContent: m.late ? LATE : (m.blockingReason ?? '') }),
         el('a', { href: m.link, target: '_blank', rel: 'noopener', textContent: 'Temporal UI' }),
       );
     }),
