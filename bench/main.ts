@@ -32,7 +32,7 @@ const BENCHES: Record<string, { about: string; load: () => Promise<Bench> }> = {
     load: () => import('./settle'),
   },
   scale: {
-    about: 'the product as npm start runs it at 1,000 nodes / 100,000 partitions with 10 nodes joining: warm tick and whole-read fallback, status/nodes/moves commands, admin pages, RSS, dashboard, largest event and history; then 200 moves at once for the relay lag and the p99 beside the floor; each beside issue 20\'s targets (--nodes, --partitions, --join, --seconds, --moves)',
+    about: 'the product as npm start runs it at 1,000 nodes / 100,000 partitions with 10 nodes joining: warm tick and whole-read fallback, status/nodes/moves commands, admin pages, RSS, dashboard, largest event and history; then 200 moves at once for the relay lag and the p99 beside the floor; each beside issue 20\'s targets (--nodes, --partitions, --join, --seconds, --moves; --in-flight N: with about N moves in flight)',
     load: () => import('./scale'),
   },
   handoff: { about: 'planned owner handoffs under publishing load: closed-admission time p50/p99 vs a seal-and-recover of the same partitions', load: () => import('./handoff') },
