@@ -49,11 +49,11 @@ export const ADMITTED_BEFORE_REPLY = 'admitted-before-reply';
 
 /**
  * Executions that have it place a pending recovery at the epoch that failed, as the broker says it, and take none
- * of an epoch older than the partition's known epoch (that one has activated). Before it a `pending_recovery` refusal opened one at the epoch
- * the watch knew when the reply was taken in: a refusal sent before an activation and taken in after the
- * activation's signal (signals run first in an activation; a lost reply's retry returns the first reply) opened a
- * recovery of the activated epoch, which no read of that epoch clears, and the move waited for an activation that
- * would never come.
+ * of an epoch older than the partition's known epoch (that one has activated). Before it a `pending_recovery`
+ * refusal opened one at the epoch the watch knew when the reply was taken in: a refusal sent before an activation
+ * and taken in after the activation's signal (signals run first in an activation; a lost reply's retry returns the
+ * first reply) opened a recovery of the activated epoch, which no read of that epoch clears, and the move waited for
+ * an activation that would never come.
  */
 export const RECOVERY_AT_ITS_EPOCH = 'recovery-at-its-epoch';
 
