@@ -8,6 +8,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { memoOutcome, outcomeOf } from '../operations/moves';
+import { RunningMoves } from '../operations/running';
 import type { ClusterClient } from '../cluster/client';
 import type { Topology } from '../cluster/contract';
 import { KeptReading, planToConvergence, predictMs } from '../planner';
@@ -117,13 +118,30 @@ export function firstSteps(plan: Plan, config: PlannerConfig, limit = PROPOSAL_S
 /** How long a snapshot's topology serves the plan of the same tick. */
 const SAME_TICK_MS = 5_000;
 
-/** The workflow run a local activity runs for, or null outside one (a test calling it directly). */
-function currentRun(): string | null {
+/** The workflow run a local activity runs for and its task queue, or null outside one (a test calling it directly). */
+function current(): { run: string | null; taskQueue: string } | null {
   try {
-    return Context.current().info.workflowExecution?.runId ?? null;
+    const info = Context.current().info;
+    return { run: info.workflowExecution?.runId ?? null, taskQueue: info.taskQueue };
   } catch {
     return null;
   }
+}
+const currentRun = (): string | null => current()?.run ?? null;
+
+/**
+ * How each tracked move ended, null while it runs: a move the task queue's book of moves in progress vouches for runs
+ * (`RunningMoves`), every other one is described (`endOf`). Without a book (called outside an activity) each is described.
+ */
+export async function endsOf(
+  client: Client,
+  tracked: readonly TrackedMove[],
+  book: Pick<RunningMoves, 'toDescribe'> | null,
+): Promise<{ ends: (EndedMove | null)[]; bookMs: number; described: number }> {
+  const started = performance.now();
+  const asked = new Set(book === null || tracked.length === 0 ? tracked : await book.toDescribe(tracked));
+  const bookMs = Math.round(performance.now() - started);
+  return { ends: await Promise.all(tracked.map((m) => (asked.has(m) ? endOf(client, m) : null))), bookMs, described: asked.size };
 }
 
 export function createRebalancerActivities(deps: RebalancerDeps) {
@@ -151,6 +169,15 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
   };
   /** The planner's reading of the records of the topologies planned on, followed from tick to tick (planner/kept.ts). */
   const kept = new KeptReading();
+  /** This worker's books of the moves in progress, per task queue (a loop and its drains each). */
+  const running = new Map<string, RunningMoves>();
+  const runningMoves = (): RunningMoves | null => {
+    const taskQueue = current()?.taskQueue;
+    if (taskQueue === undefined) return null;
+    let book = running.get(taskQueue);
+    if (!book) running.set(taskQueue, (book = new RunningMoves(deps.client, taskQueue, (err) => log?.warn({ err }, 'listing the moves in progress failed: the next tick lists them again'))));
+    return book;
+  };
   /** This worker's partition cooldowns, per task queue (one loop each). */
   const books = new Map<string, CooledMoves>();
   const cooledMoves = (): CooledMoves => {
@@ -180,10 +207,10 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
           took[what] = Math.round(performance.now() - started);
           return v;
         });
-      const [topology, budget, ends, closed] = await Promise.all([
+      const [topology, budget, { ends, bookMs, described }, closed] = await Promise.all([
         timed('topologyMs', deps.cluster.topology()),
         timed('budgetMs', deps.cluster.syncBudget()),
-        timed('endsMs', Promise.all(tracked.map((m) => endOf(deps.client, m)))),
+        timed('endsMs', endsOf(deps.client, tracked, runningMoves())),
         closedAfter === undefined ? undefined : timed('closedMs', cooledMoves().look(coolFor ?? DEFAULT_PLANNER_CONFIG.partitionCooldownMs, closedAfter)),
       ]);
       remember(topology);
@@ -208,7 +235,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ...(closed === undefined ? {} : { cooling: cooledMoves().count() }),
       };
       // The tick's cost at size (docs/scale.md): the topology read and the rest.
-      log?.debug({ ms: Math.round(performance.now() - started), ...took, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
+      log?.debug({ ms: Math.round(performance.now() - started), ...took, bookMs, described, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
       return snapshot;
     },
 

@@ -55,14 +55,46 @@ const NARROW_LAG_MS = 3_000;
 const WIDE_EVERY_MS = 5_000;
 
 /**
+ * The windows of a book's looks at the closes visibility lists: each look lists from a little before the last, a
+ * wide one from the whole lag before it now and then, so a close listed late is found a few seconds later.
+ */
+export class Looks {
+  private lookedAt: number | null = null;
+  private wideAt = 0;
+
+  /**
+   * Where a look at `now` lists closes from: `first` at the first look; after that back the whole lag every
+   * `WIDE_EVERY_MS`, or from `after` when that is further back than a wide look's period before the whole lag (the
+   * loop asks from its own last look less the lag, a little before this book's; further back, it missed looks:
+   * another worker's book); `NARROW_LAG_MS` before the last look otherwise.
+   */
+  since(now: number, first: number, after = Infinity): number {
+    if (this.lookedAt === null || now - this.wideAt >= WIDE_EVERY_MS || after < this.lookedAt - VISIBILITY_LAG_MS - WIDE_EVERY_MS) {
+      this.wideAt = now;
+      return this.lookedAt === null ? first : Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
+    }
+    return this.lookedAt - NARROW_LAG_MS;
+  }
+
+  /** The look begun at `now` has listed its closes. */
+  done(now: number): void {
+    this.lookedAt = now;
+  }
+
+  /** When the last look began, null before the first. */
+  get last(): number | null {
+    return this.lookedAt;
+  }
+}
+
+/**
  * One task queue's partition cooldowns, kept from visibility: the whole cooldown (`windowMs`) listed at the first
  * look; after that, what closed since the last look less `NARROW_LAG_MS`, and every `WIDE_EVERY_MS` (or when the
  * caller asks from further back) less visibility's whole lag, so a close listed late is recorded a few seconds later.
  */
 export class CooledMoves {
   private moves: Record<string, CooledMove[]> = {};
-  private lookedAt: number | null = null;
-  private wideAt = 0;
+  private readonly looks = new Looks();
 
   constructor(
     private readonly client: Client,
@@ -72,15 +104,8 @@ export class CooledMoves {
   /** Lists what closed since the last look and records it; returns those listed that closed after `after`. */
   async look(windowMs: number, after = 0): Promise<ClosedReconfiguration[]> {
     const now = Date.now();
-    let since: number;
-    // A wide look: the whole cooldown at the first; after that, back the whole lag every `WIDE_EVERY_MS`, or from where
-    // the caller asks when that is further back than a wide look's period before the whole lag (the loop asks from its
-    // own last look less the lag, a little before this book's; further back, it missed looks: another worker's book).
-    if (this.lookedAt === null || now - this.wideAt >= WIDE_EVERY_MS || after < this.lookedAt - VISIBILITY_LAG_MS - WIDE_EVERY_MS) {
-      since = this.lookedAt === null ? now - windowMs - VISIBILITY_LAG_MS : Math.min(this.lookedAt - VISIBILITY_LAG_MS, after);
-      this.wideAt = now;
-    } else since = this.lookedAt - NARROW_LAG_MS;
-    const closed = await closedSince(this.client, this.taskQueue, since);
+    // The first look lists the whole cooldown.
+    const closed = await closedSince(this.client, this.taskQueue, this.looks.since(now, now - windowMs - VISIBILITY_LAG_MS, after));
     this.record(closed, windowMs);
     // Ended cooldowns go here, once a look: in place, as the book holds thousands at size and a tick looks every time.
     for (const [partition, list] of Object.entries(this.moves)) {
@@ -88,7 +113,7 @@ export class CooledMoves {
       if (running.length === 0) delete this.moves[partition];
       else if (running.length < list.length) this.moves[partition] = running;
     }
-    this.lookedAt = now;
+    this.looks.done(now);
     return closed.filter((c) => c.closedAt > after);
   }
 
@@ -99,7 +124,8 @@ export class CooledMoves {
 
   /** The cooldowns, looked up afresh when the last look is older than `freshMs`. */
   async current(windowMs: number, freshMs: number): Promise<Record<string, CooledMove[]>> {
-    if (this.lookedAt === null || Date.now() - this.lookedAt > freshMs) await this.look(windowMs, Date.now());
+    const last = this.looks.last;
+    if (last === null || Date.now() - last > freshMs) await this.look(windowMs, Date.now());
     return this.moves;
   }
 

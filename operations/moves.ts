@@ -205,6 +205,23 @@ export type MoveInProgress = Pick<MoveStatus, 'kind' | 'partition' | 'from' | 't
 
 const byPartition = (a: { partition: string }, b: { partition: string }) => a.partition.localeCompare(b.partition, 'en', { numeric: true });
 
+const inProgressOn = (taskQueue: string): string =>
+  `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
+
+/**
+ * The runs visibility lists in progress on the task queue, each by its run id and the first run id of its chain
+ * where visibility gives it. Visibility lags: a run that closed a moment ago may still be listed, one just started not yet.
+ */
+export async function runsInProgress(client: Pick<Client, 'workflow'>, taskQueue: string): Promise<Set<string>> {
+  const runs = new Set<string>();
+  for await (const wf of client.workflow.list({ query: inProgressOn(taskQueue) })) {
+    runs.add(wf.runId);
+    const first = wf.raw.firstRunId;
+    if (first) runs.add(first);
+  }
+  return runs;
+}
+
 /**
  * Every reconfiguration in progress on the task queue (this deployment's workers), by partition (q-2 before q-10),
  * from one visibility list: at 200 in progress, a query to each took a second, which every page of the dashboard
@@ -214,8 +231,7 @@ const byPartition = (a: { partition: string }, b: { partition: string }) => a.pa
 export async function listMovesInProgress(client: Client, taskQueue: string): Promise<MoveInProgress[]> {
   const listed: MoveInProgress[] = [];
   const unnamed: string[] = [];
-  const query = `ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(taskQueue)}`;
-  for await (const wf of client.workflow.list({ query })) {
+  for await (const wf of client.workflow.list({ query: inProgressOn(taskQueue) })) {
     const attrs = wf.typedSearchAttributes;
     const [kind, to, phase] = [attrs.get(KindKey), attrs.get(TargetKey), attrs.get(PhaseKey)];
     if (kind === undefined || to === undefined || phase === undefined) unnamed.push(wf.workflowId);
