@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- scale [--nodes 1000] [--partitions 100000] [--join 10] [--seconds 120] [--moves 200] [--in-flight N]`: the
+ * `npm run bench -- scale [--nodes 1000] [--partitions 100000] [--join 10] [--seconds 120] [--moves 200] [--in-flight N] [--keep]`: the
  * product as `npm start` runs it (bench/product.ts: default settings, the real loop, Temporal in the way) against a reference
  * cluster of 1,000 nodes and 100,000 partitions with light traffic, while `--join` empty nodes join and the loop
  * moves copies onto them. It prints, each beside its target (issue 20): the loop's warm tick (the snapshot and plan
@@ -13,7 +13,7 @@
  * moves in flight, built in memory, is `npm run bench -- payloads`. With `--in-flight N` the loop and the broker's sync
  * budget let N transfers run at once (REBALANCER_MAX_TRANSFERS_PER_CLUSTER, `--cluster-limit`, and per joining node
  * their share) and each copy takes minutes, so the figures are taken with about N moves in flight (issue 20 asks for
- * the dashboard's at 1,000).
+ * the dashboard's at 1,000). `--keep` leaves the product's directory (its logs: the snapshot's parts each tick) in place.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -198,6 +198,7 @@ export async function run(args: string[]): Promise<void> {
   const seconds = option(args, '--seconds', 120);
   const inFlight = option(args, '--moves', 200, true);
   const held = option(args, '--in-flight', 0, true);
+  const keep = args.includes('--keep');
   const limits = held > 0 ? heldInFlight(held, joining) : { shape: {}, env: {} };
   const shape = { clock: 'wall', nodes, partitions, streams: 0, 'publish-rate': 1, 'initial-messages': 1000, 'tick-ms': 1000, ...limits.shape };
   const token = randomBytes(18).toString('base64url');
@@ -286,7 +287,8 @@ export async function run(args: string[]): Promise<void> {
     say(`moves: ${JSON.stringify(moves)}`);
   } finally {
     await p.close();
-    rmSync(p.dir, { recursive: true, force: true });
+    if (keep) say(`kept ${p.dir} (the product's logs and data)`);
+    else rmSync(p.dir, { recursive: true, force: true });
   }
   if (inFlight > 0) await movesBeside(inFlight);
 }
