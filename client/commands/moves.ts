@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { formatBytes } from '../../rules/format';
-import { listMoves, recentMoves, type EndedMove } from '../../operations/moves';
+import { listMoves, listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps } from '../output';
 import { watchMoves } from '../watch';
 
@@ -27,7 +27,8 @@ export function register(program: Command, deps: CommandDeps): void {
     .option('--recent <n>', 'how many ended moves to list', (v) => positiveInt('--recent', v), 10)
     .option('--watch', 'follow the running moves live (a progress bar each on a terminal, lines otherwise) until Ctrl-C')
     .option('--every <seconds>', 'with --watch: refresh every this many seconds', (v) => positiveInt('--every', v), 1)
-    .action(async (opts: { recent: number; watch?: boolean; every: number; json?: boolean }) => {
+    .option('--wait <seconds>', "how long to wait for the moves' status answers; one that has not answered is listed as visibility shows it (in `late` with --json)", (v) => positiveInt('--wait', v), 1)
+    .action(async (opts: { recent: number; watch?: boolean; every: number; wait: number; json?: boolean }) => {
       const { io } = deps;
       await withConnection(deps, async (ctx) => {
         if (opts.watch) {
@@ -45,16 +46,19 @@ export function register(program: Command, deps: CommandDeps): void {
           }
           return;
         }
-        const [running, ended] = await Promise.all([listMoves(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
-        if (opts.json) return io.out(JSON.stringify({ running, ended }) + '\n');
-        io.out(
-          running.length === 0
-            ? 'no moves in progress\n'
-            : table([
-                ['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'],
-                ...running.map((m) => [m.partition, m.kind, moveLabel(m.from, m.to), m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), m.blockingReason ?? '-']),
-              ]) + '\n',
-        );
+        const [listed, ended] = await Promise.all([listMovesInProgress(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
+        // A busy worker answers a workflow's query only between its workflow tasks: with 1,000 moves in flight the
+        // slowest took 33 s. A move that has not answered within --wait is listed as visibility shows it.
+        const { answered: running, late } = await moveStatusesWithin(ctx.client, listed, opts.wait * 1000);
+        if (opts.json) return io.out(JSON.stringify({ running, late, ended }) + '\n');
+        const answered = new Map(running.map((m) => [m.partition, m]));
+        const unanswered = new Set(late.map((m) => m.partition));
+        const rows = listed.flatMap((l) => {
+          const m = answered.get(l.partition);
+          if (m) return [[m.partition, m.kind, moveLabel(m.from, m.to), m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), m.blockingReason ?? '-']];
+          return unanswered.has(l.partition) ? [[l.partition, l.kind, moveLabel(l.from, l.to), l.phase, '?', '?', `(no status within ${opts.wait} s: phase as visibility lists it)`]] : [];
+        });
+        io.out(rows.length === 0 ? 'no moves in progress\n' : table([['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'], ...rows]) + '\n');
         io.out(ended.length === 0 ? 'no ended moves\n' : `\nrecently ended:\n${table([['PARTITION', 'KIND', 'MOVE', 'ENDED', 'OUTCOME'], ...ended.map(endedRow)])}\n`);
       });
     });
