@@ -35,6 +35,8 @@ export interface RebalancerView {
   excluded: HoldView[];
   /** Ticks of the loop since it first ran; null when no loop runs. */
   ticks: number | null;
+  /** Present when the loop did not answer within a second (busy): this is its last answer, given at this ISO time. */
+  asOf?: string;
 }
 
 /** A pinned partition or an excluded node (`id`): who set it, why, and when (ISO). */
@@ -99,7 +101,8 @@ export interface AdminDeps {
   rebalancer: {
     status(): Promise<RebalancerView>;
     /** The loop's status query as it answers (what `rebalancer status --json` prints), or null when no loop runs. */
-    loop(): Promise<RebalancerStatus | null>;
+    /** The loop's status query's answer; its last answer with `asOf` (ISO) when it did not answer within a second. */
+    loop(): Promise<(RebalancerStatus & { asOf?: string }) | null>;
     pause(by: Requester): Promise<RebalancerView>;
     resume(by: Requester): Promise<RebalancerView>;
     /** Pin or unpin a partition, exclude or include a node (the id checked against the broker by the caller). */

@@ -15,6 +15,7 @@ import type { PlannerConfig, ProposalOp } from '../planner/types';
 import { drainStatusQuery, RECONFIGURATION_ID_PREFIX, type ReconfigurationKind, type OperatorNote, type ProposedPlan, type RebalancerStatus } from '../rules/definitions';
 import { KindKey, PartitionKey, SourceKey, TargetKey } from '../rules/search-attributes';
 import type { AdminDeps, EndedRun, HoldView, RebalancerView } from './deps';
+import { LatestAnswer } from './latest';
 
 export interface AdminSources {
   client: Client;
@@ -64,6 +65,11 @@ function withoutBasis(plan: ProposedPlan | null): Omit<ProposedPlan, 'basis'> | 
   return shown;
 }
 
+const ABSENT: RebalancerView = { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null, ticks: null };
+
+/** How long a page waits for the loop's status query before it shows the last answer. */
+const LOOP_ANSWER_MS = 1_000;
+
 export function createAdminDeps(src: AdminSources): AdminDeps {
   const { client, cluster, taskQueue, planner } = src;
   const ctx = { client, cluster, taskQueue };
@@ -76,6 +82,17 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
    */
   const endedDrains = new Map<string, DrainDecisions>();
   const loopStatus = () => loopStatusIfAny(client, scope);
+  /** The loop as pages see it: asked at most a second (as the moves page's queries), its last answer after that. */
+  const loopAnswer = new LatestAnswer(loopStatus, LOOP_ANSWER_MS);
+  const latestLoop = async (): Promise<{ loop: RebalancerStatus | null; asOf?: string }> => {
+    const answer = await loopAnswer.get();
+    return answer.late ? { loop: answer.value, asOf: new Date(answer.at).toISOString() } : { loop: answer.value };
+  };
+  /** The loop's reply to an operator's update is its newest status: pages show it at once. */
+  const replied = (s: RebalancerStatus): RebalancerView => {
+    loopAnswer.offer(s);
+    return stateOf(s);
+  };
   // Every page and scrape reads the topology: kept current from the broker's changes read, not read whole each time.
   const model = src.topology ?? new TopologyModel(cluster);
   // The node pages' reading of the partition records, followed from page to page as the loop's plan does.
@@ -147,13 +164,17 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
     },
     rebalancer: {
       async status() {
-        const s = await loopStatus();
-        return s ? stateOf(s) : { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null, ticks: null };
+        const { loop, asOf } = await latestLoop();
+        const view = loop ? stateOf(loop) : ABSENT;
+        return asOf ? { ...view, asOf } : view;
       },
-      loop: loopStatus,
-      pause: async (by) => stateOf(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
-      resume: async (by) => stateOf(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
-      hold: async (action, id, by) => stateOf(await setHold(client, scope, action, id, { by: by.actor, reason: by.reason })),
+      async loop() {
+        const { loop, asOf } = await latestLoop();
+        return loop && asOf ? { ...loop, asOf } : loop;
+      },
+      pause: async (by) => replied(await setPaused(client, scope, true, { by: by.actor, reason: by.reason })),
+      resume: async (by) => replied(await setPaused(client, scope, false, { by: by.actor, reason: by.reason })),
+      hold: async (action, id, by) => replied(await setHold(client, scope, action, id, { by: by.actor, reason: by.reason })),
       async approve(planId, by) {
         const { status: _status, ...result } = await approvePlan(client, scope, { planId, by: by.actor, reason: by.reason });
         return result;

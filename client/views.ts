@@ -86,8 +86,10 @@ export async function nodesView(compute: (topology: Topology) => Promise<ScoresV
  * The loop's status with the under-replicated partitions, from the admin service (which asks the loop) or from the
  * loop's query and a whole read here.
  */
-export async function statusView(direct: () => Promise<{ status: RebalancerStatus; whole: Topology }>): Promise<{ status: RebalancerStatus; under: UnderReplicated[]; from: ReadFrom }> {
-  const admin = await fromAdmin<RebalancerStatus & { underReplicated: UnderReplicated[]; source: unknown }>('/api/rebalancer');
+export async function statusView(
+  direct: () => Promise<{ status: RebalancerStatus; whole: Topology }>,
+): Promise<{ status: RebalancerStatus & { asOf?: string }; under: UnderReplicated[]; from: ReadFrom }> {
+  const admin = await fromAdmin<RebalancerStatus & { asOf?: string; underReplicated: UnderReplicated[]; source: unknown }>('/api/rebalancer');
   if (admin && Array.isArray(admin.reply.underReplicated)) {
     const { underReplicated: under, source: _source, ...status } = admin.reply;
     return { status, under, from: admin.from };

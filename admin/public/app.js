@@ -144,7 +144,7 @@ function renderBanner(status) {
   banner.hidden = lines.length === 0;
   banner.replaceChildren(...lines.map((l) => el('div', { textContent: l })));
   $('summary').textContent =
-    `rebalancer ${r.state} · ${status.nodes.live}/${status.nodes.total} nodes live, ${status.nodes.draining} draining · ` +
+    `rebalancer ${r.state}${r.asOf ? ` (as of ${new Date(r.asOf).toLocaleTimeString()}: the loop is busy)` : ''} · ${status.nodes.live}/${status.nodes.total} nodes live, ${status.nodes.draining} draining · ` +
     `${status.partitions} partitions · ${status.movesRunning} moves running`;
   $('temporal-ui').href = status.temporalUiUrl;
 }

@@ -21,7 +21,7 @@ function describeUnder(under: UnderReplicated[]): string[] {
   return [`under-replicated: ${under.length} partition(s)`, table([['PARTITION', 'LIVE', 'STATE'], ...under.map((u) => [u.partition, `${u.liveCopies}/${u.replicationFactor}`, word(u)])])];
 }
 
-function describe(s: RebalancerStatus, under: UnderReplicated[], from: ReadFrom): string {
+function describe(s: RebalancerStatus & { asOf?: string }, under: UnderReplicated[], from: ReadFrom): string {
   const state = s.paused ? `paused by ${s.paused.by} at ${new Date(s.paused.at).toISOString()}: ${s.paused.reason}` : 'running';
   const plan = s.lastPlan;
   const at = (until: number) => new Date(until).toISOString();
@@ -44,6 +44,8 @@ function describe(s: RebalancerStatus, under: UnderReplicated[], from: ReadFrom)
     `ticks:          ${s.ticks} (every ${s.settings.tickMs} ms)`,
   ];
   if (s.lastResumed) lines.splice(1, 0, `last resumed:   by ${s.lastResumed.by} at ${new Date(s.lastResumed.at).toISOString()}: ${s.lastResumed.reason}`);
+  // The admin service waits a second for the loop's answer, then gives its last one.
+  if (s.asOf) lines.splice(1, 0, `as of:          ${s.asOf} (the loop, busy, did not answer within a second: its last answer)`);
   if (s.settings.mode === 'propose') lines.splice(1, 0, `mode:           propose (moves start only when a plan is approved)`);
   const approval = s.approval;
   if (approval?.approved) lines.push(`approved plan:  ${approval.approved.planId}, ${approval.approved.steps.length} step(s) not yet started`);

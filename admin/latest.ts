@@ -1,0 +1,43 @@
+/**
+ * The latest answer of a source a busy system answers slowly: the loop's status query, which a workflow answers only
+ * between its workflow tasks (3-30 s with 1,000 moves in flight on two cores, while the loop started them). A page
+ * takes a fresh answer when it comes within its bound, and the last one, with its time, when it does not.
+ */
+export interface Answer<T> {
+  value: T;
+  /** Epoch ms the answer came. */
+  at: number;
+  /** The fresh answer did not come within the bound: this is the last one. */
+  late: boolean;
+}
+
+export class LatestAnswer<T> {
+  private last: { value: T; at: number } | null = null;
+  /** One question at a time: callers while it is out share it, so a busy loop is not asked again and again. */
+  private pending: Promise<{ value: T; at: number }> | null = null;
+
+  constructor(
+    private readonly ask: () => Promise<T>,
+    private readonly withinMs: number,
+  ) {}
+
+  /** An answer learnt otherwise (the loop's reply to an operator's update), as fresh as a question's. */
+  offer(value: T): void {
+    this.last = { value, at: Date.now() };
+  }
+
+  /** A fresh answer when it comes within the bound; the last one otherwise; the fresh one, however late, when none came yet. */
+  async get(): Promise<Answer<T>> {
+    const asked = (this.pending ??= this.ask()
+      .then((value) => (this.last = { value, at: Date.now() }))
+      .finally(() => (this.pending = null)));
+    if (this.last === null) return { ...(await asked), late: false };
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<null>((r) => (timer = setTimeout(() => r(null), this.withinMs)));
+    // A question that fails after the bound fails the next page that waits for it, not this one.
+    const fresh = await Promise.race([asked, bound]);
+    clearTimeout(timer);
+    if (fresh !== null) return { ...fresh, late: false };
+    return { ...this.last, late: true };
+  }
+}

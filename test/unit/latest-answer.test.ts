@@ -1,0 +1,52 @@
+/**
+ * The admin pages' view of the loop (admin/latest.ts): a busy loop answers its status query only between its workflow
+ * tasks (3-30 s with 1,000 moves in flight on two cores), so a page waits at most its bound and then shows the last
+ * answer with its time.
+ */
+import { describe, expect, it } from 'vitest';
+import { LatestAnswer } from '../../admin/latest';
+
+/** A source whose answers come when the test says, counting the questions. */
+function source() {
+  const waiting: ((v: string) => void)[] = [];
+  const failing: ((e: Error) => void)[] = [];
+  const ask = () =>
+    new Promise<string>((resolve, reject) => {
+      waiting.push(resolve);
+      failing.push(reject);
+    });
+  return { ask, waiting, failing };
+}
+
+describe('the latest answer within a bound', () => {
+  it('waits for the first answer, however late; then gives the last one, marked late, when a fresh one does not come in time', async () => {
+    const s = source();
+    const latest = new LatestAnswer(s.ask, 30);
+    const first = latest.get();
+    await new Promise((r) => setTimeout(r, 60));
+    s.waiting[0]!('running');
+    expect(await first).toMatchObject({ value: 'running', late: false });
+
+    const started = Date.now();
+    const second = await latest.get();
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(second).toMatchObject({ value: 'running', late: true });
+
+    // The question still out is shared, not asked again; its answer is the next page's.
+    const third = latest.get();
+    expect(s.waiting).toHaveLength(2);
+    s.waiting[1]!('paused');
+    expect(await third).toMatchObject({ value: 'paused', late: false });
+  });
+
+  it('takes an answer offered (an update reply) as the last one, and a failure that came in time fails the page', async () => {
+    const s = source();
+    const latest = new LatestAnswer(s.ask, 30);
+    latest.offer('paused');
+    const page = latest.get();
+    s.failing[0]!(new Error('no poller'));
+    await expect(page).rejects.toThrow('no poller');
+    const late = await latest.get();
+    expect(late).toMatchObject({ value: 'paused', late: true });
+  });
+});
