@@ -100,8 +100,10 @@ export interface AdminDeps {
   undrain(node: string, by: Requester): Promise<void>;
   rebalancer: {
     status(): Promise<RebalancerView>;
-    /** The loop's status query as it answers (what `rebalancer status --json` prints), or null when no loop runs. */
-    /** The loop's status query's answer; its last answer with `asOf` (ISO) when it did not answer within a second. */
+    /**
+     * The loop's status query as it answers (what `rebalancer status --json` prints), or null when no loop runs; its last
+     * answer with `asOf` (ISO) when it did not answer within a second.
+     */
     loop(): Promise<(RebalancerStatus & { asOf?: string }) | null>;
     pause(by: Requester): Promise<RebalancerView>;
     resume(by: Requester): Promise<RebalancerView>;

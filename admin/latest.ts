@@ -34,7 +34,7 @@ export class LatestAnswer<T> {
     if (this.last === null) return { ...(await asked), late: false };
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<null>((r) => (timer = setTimeout(() => r(null), this.withinMs)));
-    // A question that fails after the bound fails the next page that waits for it, not this one.
+    // A question that fails after the bound is dropped (`pending` cleared): the next page asks again.
     const fresh = await Promise.race([asked, bound]);
     clearTimeout(timer);
     if (fresh !== null) return { ...fresh, late: false };
