@@ -5,7 +5,7 @@
  * moves copies onto them. It prints, each beside its target (issue 20): the loop's warm tick (the snapshot and plan
  * activities, from the worker's debug log), the whole read the topology model falls back to (in pages where the
  * broker offers them) and the check that passes over every record once a minute (a page at a time), the operator's
- * commands (`rebalancer status`, `nodes --json`, `moves --json`) and the admin API's pages, the start process's RSS
+ * commands (`rebalancer status`, `nodes --json`, `moves --json`) and the admin API's pages (each the dashboard's first render waits for), the start process's RSS
  * (worker, loop and admin service), the dashboard's first render and browser work per live update in Chromium, and
  * the moves done, and the largest event and history of the loop's and the relay's runs (each payload the server
  * stored is in one event). Then, the product stopped, `--moves` follower moves at once on the moves bench's own
@@ -213,7 +213,7 @@ export async function run(args: string[]): Promise<void> {
     const joinedAt = Date.now();
     for (let i = 1; i <= joining; i++) await p.cluster.joinNode(`x${i}`, 1, `z${((i - 1) % 3) + 1}`);
     say(`${joining} nodes joined; sampling every ${SAMPLE_EVERY_MS / 1000} s for ${seconds} s`);
-    const samples: Record<string, number[]> = { status: [], nodes: [], moves: [], apiStatus: [], apiNodes: [], rssMb: [], inFlight: [] };
+    const samples: Record<string, number[]> = { status: [], nodes: [], moves: [], apiStatus: [], apiNodes: [], apiMoves: [], apiHistory: [], rssMb: [], inFlight: [] };
     const api = (path: string) => () => fetch(`http://127.0.0.1:${p.adminPort}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.text());
     const running = async () => (JSON.parse(await api('/api/status')()) as { movesRunning: number }).movesRunning;
     while (Date.now() - joinedAt < seconds * 1000) {
@@ -223,6 +223,9 @@ export async function run(args: string[]): Promise<void> {
       samples.moves!.push(await command(p, ['moves', '--json']));
       samples.apiStatus!.push(await timed(api('/api/status')));
       samples.apiNodes!.push(await timed(api('/api/nodes')));
+      // The dashboard's other two first-render reads, as it asks them.
+      samples.apiMoves!.push(await timed(api('/api/moves?offset=0&limit=50&recent=10')));
+      samples.apiHistory!.push(await timed(api('/api/history')));
       samples.rssMb!.push(rssMb(p.pid));
       samples.inFlight!.push(await running());
       say(`${Math.round((Date.now() - joinedAt) / 1000)} s: ${samples.inFlight!.at(-1)} moves in flight, status ${Math.round(samples.status!.at(-1)!)} ms, nodes ${Math.round(samples.nodes!.at(-1)!)} ms, RSS ${Math.round(samples.rssMb!.at(-1)!)} MB`);
@@ -251,7 +254,7 @@ export async function run(args: string[]): Promise<void> {
       wholeReadMs: stat(wholeReads(lines)),
       checkReadMs: stat(checks),
       commandsMs: { status: stat(samples.status!), nodes: stat(samples.nodes!), moves: stat(samples.moves!) },
-      adminApiMs: { status: stat(samples.apiStatus!), nodes: stat(samples.apiNodes!) },
+      adminApiMs: { status: stat(samples.apiStatus!), nodes: stat(samples.apiNodes!), moves: stat(samples.apiMoves!), history: stat(samples.apiHistory!) },
       startProcessRssMb: stat(samples.rssMb!),
       dashboard: 'skipped' in dashboard ? dashboard : { firstRenderMs: stat(dashboard.firstRenderMs), updateWorkMs: stat(dashboard.updateWorkMs), timedOut: dashboard.timedOut },
       moves,
@@ -272,6 +275,8 @@ export async function run(args: string[]): Promise<void> {
     row('rebalancer moves --json, ms', result.commandsMs.moves, `target ${TARGETS.commandMs} ms`);
     row('admin /api/status, ms', result.adminApiMs.status, '');
     row('admin /api/nodes, ms', result.adminApiMs.nodes, '');
+    row('admin /api/moves (a page of 50), ms', result.adminApiMs.moves, 'waits at most 1 s for its queries');
+    row('admin /api/history, ms', result.adminApiMs.history, '');
     row('npm start process RSS, MB', result.startProcessRssMb, 'worker, loop and admin service');
     row('moves in flight when sampled', result.movesInFlight.sampled, `${inFlightAtDashboard} when the dashboard opened`);
     if ('skipped' in dashboard) say(`dashboard: skipped, ${dashboard.skipped}`);
