@@ -1,12 +1,34 @@
 import type { Command } from 'commander';
 import { formatBytes } from '../../rules/format';
-import { listMoves, listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
-import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps } from '../output';
+import { listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
+import type { MoveStatus } from '../../rules/definitions';
+import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps, type Connected } from '../output';
 import { watchMoves } from '../watch';
 
 function endedRow(m: EndedMove): string[] {
   const outcome = m.outcome ? outcomeLine(m.outcome) : m.executionStatus.toLowerCase();
   return [m.partition, m.kind ?? '-', moveLabel(m.from, m.to), m.closedAt ?? '-', outcome];
+}
+
+/**
+ * The watch's list of moves in progress, each refresh waiting at most `waitMs` for the moves' answers: a move that
+ * has not answered keeps its last answer (so it neither vanishes nor reads as ended), and one that never answered
+ * yet shows from its first answer on. A move visibility no longer lists, or whose query fails, has ended.
+ */
+function watchedMoves(ctx: Pick<Connected, 'client' | 'taskQueue'>, waitMs: number): () => Promise<MoveStatus[]> {
+  let last = new Map<string, MoveStatus>();
+  return async () => {
+    const listed = await listMovesInProgress(ctx.client, ctx.taskQueue);
+    const { answered, late } = await moveStatusesWithin(ctx.client, listed, waitMs);
+    const fresh = new Map(answered.map((m) => [m.partition, m]));
+    const waiting = new Set(late.map((m) => m.partition));
+    const shown = listed.flatMap((l) => {
+      const m = fresh.get(l.partition) ?? (waiting.has(l.partition) ? last.get(l.partition) : undefined);
+      return m ? [m] : [];
+    });
+    last = new Map(shown.map((m) => [m.partition, m]));
+    return shown;
+  };
 }
 
 /** Aborted by Ctrl-C, which then ends the watch instead of the process. */
@@ -27,14 +49,14 @@ export function register(program: Command, deps: CommandDeps): void {
     .option('--recent <n>', 'how many ended moves to list', (v) => positiveInt('--recent', v), 10)
     .option('--watch', 'follow the running moves live (a progress bar each on a terminal, lines otherwise) until Ctrl-C')
     .option('--every <seconds>', 'with --watch: refresh every this many seconds', (v) => positiveInt('--every', v), 1)
-    .option('--wait <seconds>', "how long to wait for the moves' status answers; one that has not answered is listed as visibility shows it (in `late` with --json)", (v) => positiveInt('--wait', v), 1)
+    .option('--wait <seconds>', "how long to wait for the moves' status answers (each refresh with --watch); one that has not answered is listed as visibility shows it (in `late` with --json), or with --watch keeps its last answer", (v) => positiveInt('--wait', v), 1)
     .action(async (opts: { recent: number; watch?: boolean; every: number; wait: number; json?: boolean }) => {
       const { io } = deps;
       await withConnection(deps, async (ctx) => {
         if (opts.watch) {
           const interrupt = io.signal ? null : untilInterrupted();
           try {
-            await watchMoves(() => listMoves(ctx.client, ctx.taskQueue), {
+            await watchMoves(watchedMoves(ctx, opts.wait * 1000), {
               everyMs: opts.every * 1000,
               signal: io.signal ?? interrupt!.signal,
               terminal: io.terminal,

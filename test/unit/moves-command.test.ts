@@ -19,6 +19,10 @@ const attrs = (partition: string, phase: string) => {
   return { get: (key: unknown) => values.get(key) };
 };
 
+/** Status queries each workflow has been asked; q-1 answers its first `q1Answers`, q-2 never answers. */
+const asked: Record<string, number> = {};
+let q1Answers = Infinity;
+
 /** Visibility lists q-1 and q-2 in progress; q-1 answers its status query, q-2 never does. No move has ended. */
 const client = {
   workflow: {
@@ -30,7 +34,7 @@ const client = {
       })(),
     getHandle: (workflowId: string) => ({
       query: () =>
-        workflowId === 'reconfigure-q-1'
+        workflowId === 'reconfigure-q-1' && (asked[workflowId] = (asked[workflowId] ?? 0) + 1) <= q1Answers
           ? Promise.resolve({ partition: 'q-1', kind: 'follower-move', from: 'n1', to: 'n4', phase: 'catching_up', bytesRemaining: 2048, boundary: 17, blockingReason: null })
           : new Promise<never>(() => undefined),
     }),
@@ -38,9 +42,13 @@ const client = {
 };
 
 async function moves(...argv: string[]): Promise<{ out: string; ms: number }> {
+  return run(undefined, ...argv);
+}
+
+async function run(signal: AbortSignal | undefined, ...argv: string[]): Promise<{ out: string; ms: number }> {
   let out = '';
   const deps: CommandDeps = {
-    io: { out: (t) => (out += t), err: () => undefined },
+    io: { out: (t) => (out += t), err: () => undefined, ...(signal ? { signal } : {}) },
     result: { exitCode: 0 },
     connect: () => Promise.resolve({ client, taskQueue: 'rebalancer', close: () => Promise.resolve() } as unknown as Awaited<ReturnType<CommandDeps['connect']>>),
   };
@@ -65,5 +73,18 @@ describe('rebalancer moves with a move that does not answer', () => {
     const { out } = await moves();
     expect(out).toMatch(/q-1 +follower-move +n1->n4 +catching_up +2\.0 KiB +17 +-/);
     expect(out).toMatch(/q-2 +follower-move +n1->n4 +validating +\? +\? +\(no status within 1 s: phase as visibility lists it\)/);
+  }, 10_000);
+
+  it('--watch keeps a move that stops answering on its last answer, not as ended, and shows none it never heard from', async () => {
+    q1Answers = 1;
+    asked['reconfigure-q-1'] = 0;
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 4_500);
+    const { out } = await run(stop.signal, '--watch', '--every', '1', '--wait', '1');
+    q1Answers = Infinity;
+    expect(asked['reconfigure-q-1']).toBeGreaterThanOrEqual(2);
+    expect(out).toMatch(/q-1/);
+    expect(out).not.toMatch(/q-1 ended/);
+    expect(out).not.toMatch(/q-2/);
   }, 10_000);
 });
