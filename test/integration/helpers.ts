@@ -18,6 +18,7 @@ import { installRuntimeLogger } from '../../worker/logger';
 import { relayScope } from '../../operations/relay';
 import type { MoveOutcome, RebalancerSettings } from '../../rules/definitions';
 import { holders } from '../../rules/rebalancer-rules';
+import { withHistoryExcerpt } from './history-excerpt';
 import { testFileNamespace } from './namespaces';
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
@@ -220,7 +221,11 @@ export async function pickMove(cluster: ClusterClient, partition: string): Promi
 /** Replay a workflow's history strictly under the current workflow code: a nondeterminism error fails the caller. */
 export async function replayStrictly(client: Client, workflowId: string, replayName = workflowId, runId?: string) {
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-  await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH, replayName }, history);
+  try {
+    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH, replayName }, history);
+  } catch (err) {
+    throw withHistoryExcerpt(err, history);
+  }
   return history;
 }
 

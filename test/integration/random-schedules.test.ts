@@ -20,7 +20,7 @@
  * clock, so a stepped cluster would stand still under a waiting workflow and no bound in real time would hold.
  * The whole file runs on a dev server of its own (namespace `default`), which is what a Temporal restart stops.
  */
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRequirement, type Partition } from '../../cluster/contract';
@@ -32,6 +32,7 @@ import { WORKFLOWS_PATH } from '../../worker/worker';
 import { settled } from './grow-helpers';
 import { connectClient, counted, startTestCluster, startWorker, type TestCluster } from './helpers';
 import { restartableTemporal, type Restartable } from './processes';
+import { withHistoryExcerpt } from './history-excerpt';
 import { boundMs, bump, describeSchedule, emptyCoverage, FAULT_KINDS, generate, KINDS, type Role, type Schedule } from './schedules';
 import { armFault, type Armed } from './write-faults';
 
@@ -50,7 +51,9 @@ const AFTERMATH_MS = 120_000;
 const header = `random schedules: seed ${SEED}, ${COUNT} schedules`;
 const schedules = generate(SEED, COUNT, NODES, FIRST_PARTITION);
 const coverage = emptyCoverage();
-const histories: { workflowId: string; history: unknown; what: string }[] = [];
+const histories: { workflowId: string; history: History; what: string }[] = [];
+
+type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
 
 let temporal: Restartable;
 let cluster: TestCluster;
@@ -351,7 +354,8 @@ describe(header, () => {
     let replayed = 0;
     for await (const result of results) {
       replayed++;
-      if (result.error) failures.push(`${histories.find((h) => h.workflowId === result.workflowId)?.what}: ${result.error.message}`);
+      const run = histories.find((h) => h.workflowId === result.workflowId);
+      if (result.error) failures.push(`${run?.what}: ${run ? withHistoryExcerpt(result.error, run.history).message : result.error.message}`);
     }
     expect(replayed).toBe(histories.length);
     expect(failures, header).toEqual([]);
