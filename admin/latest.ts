@@ -16,21 +16,36 @@ export class LatestAnswer<T> {
   private last: { value: T; at: number } | null = null;
   /** One question at a time: callers while it is out share it, so a busy loop is not asked again and again. */
   private pending: Promise<{ value: T; at: number }> | null = null;
+  /** Until when the last answer is given without asking (epoch ms). */
+  private freshUntil = 0;
 
   constructor(
     private readonly ask: () => Promise<T>,
     private readonly withinMs: number,
+    /** An answer this young is given without asking again (the list of moves: once a second, however many pages ask). */
+    private readonly freshForMs = 0,
   ) {}
+
+  /** The next page asks again (something it shows changed: a move started or cancelled); the last answer stays the fallback. */
+  forget(): void {
+    this.freshUntil = 0;
+  }
 
   /** An answer learnt otherwise (the loop's reply to an operator's update), as fresh as a question's. */
   offer(value: T): void {
     this.last = { value, at: Date.now() };
+    this.freshUntil = this.last.at + this.freshForMs;
   }
 
   /** A fresh answer when it comes within the bound; the last one otherwise; the fresh one, however late, when none came yet. */
   async get(): Promise<Answer<T>> {
+    if (this.last !== null && Date.now() < this.freshUntil) return { ...this.last, late: false };
     const asked = (this.pending ??= this.ask()
-      .then((value) => (this.last = { value, at: Date.now() }))
+      .then((value) => {
+        this.last = { value, at: Date.now() };
+        this.freshUntil = this.last.at + this.freshForMs;
+        return this.last;
+      })
       .finally(() => (this.pending = null)));
     if (this.last === null) return { ...(await asked), late: false };
     let timer: NodeJS.Timeout | undefined;

@@ -187,14 +187,8 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
    * most LIST_WAIT_MS for a list: past it, it takes the last one. With 1,000 moves in progress a list took 1-2.4 s on
    * two cores, which every page waited for; visibility's list is a few seconds behind the workflows either way.
    */
-  const listed = new LatestAnswer(() => deps.moves(), LIST_WAIT_MS);
-  let movesRead: { at: number; moves: MoveInProgress[] } | null = null;
-  const moves = async (): Promise<MoveInProgress[]> => {
-    if (movesRead && Date.now() - movesRead.at <= 1_000) return movesRead.moves;
-    const answer = await listed.get();
-    if (!answer.late) movesRead = { at: answer.at, moves: answer.value };
-    return answer.value;
-  };
+  const listed = new LatestAnswer(() => deps.moves(), LIST_WAIT_MS, 1_000);
+  const moves = async (): Promise<MoveInProgress[]> => (await listed.get()).value;
   /** The scores with the moves in progress counted, their bytes as the broker's transfers say. */
   const scores = (topology: Topology, running: readonly MoveInProgress[], budget: SyncBudget) => deps.scores(topology, withTransferBytes(running, budget.transfers));
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
@@ -417,7 +411,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         checkNames(await deps.topology(), body.partition, nodesOf(body));
         const { reason, ...request } = body;
         const started = await act(req, body.kind, body.partition, request, reason, (by) => deps.start(request as OperatorRequest, by));
-        movesRead = null;
+        listed.forget();
         void reply.code(202);
         return { ...started, link: workflowLink(started.workflowId) };
       },
@@ -429,7 +423,7 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         const { reason } = parse(ReasonBody, req.body, 'body');
         checkNames(await deps.topology(), partition, {});
         const status = await act(req, 'cancel', partition, {}, reason, (by) => deps.cancel(partition, by));
-        movesRead = null;
+        listed.forget();
         return status;
       },
     },

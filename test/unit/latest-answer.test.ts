@@ -49,4 +49,20 @@ describe('the latest answer within a bound', () => {
     const late = await latest.get();
     expect(late).toMatchObject({ value: 'paused', late: true });
   });
+
+  it('gives an answer younger than its freshness without asking, and asks again once told to forget it', async () => {
+    const s = source();
+    const latest = new LatestAnswer(s.ask, 30, 60_000);
+    const first = latest.get();
+    s.waiting[0]!('two moves');
+    expect(await first).toMatchObject({ value: 'two moves', late: false });
+    expect(await latest.get()).toMatchObject({ value: 'two moves', late: false });
+    expect(s.waiting).toHaveLength(1);
+
+    latest.forget();
+    const asked = latest.get();
+    expect(s.waiting).toHaveLength(2);
+    s.waiting[1]!('three moves');
+    expect(await asked).toMatchObject({ value: 'three moves', late: false });
+  });
 });
