@@ -10,6 +10,7 @@ import { addLearner, dropLearner, learnerInterrupts } from '../../workflows/step
 import { commitOwner } from '../../workflows/steps/owner';
 import { removeLeaving, waitDurable } from '../../workflows/steps/remove-leaving';
 import { swap, swapBack, targetLostInterrupts } from '../../workflows/steps/swap';
+import type { WatchPatches } from '../../workflows/steps/patches';
 import { DEFAULT_TIMING, Watch } from '../../workflows/steps/watch';
 
 const partition: Partition = {
@@ -34,9 +35,10 @@ function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRem
   };
 }
 
-/** A watch deciding on timers (patch decide-on-timers), with vitest's fake timers standing in for workflow timers. */
-function setup(timing = {}) {
-  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, { onTimers: true, recoveryAtItsEpoch: true }, (ms) => new Promise((r) => setTimeout(r, ms)));
+/** A watch with every patch (unless told otherwise), with vitest's fake timers standing in for workflow timers. */
+function setup(timing = {}, patches: Partial<WatchPatches> = {}) {
+  const all = { onTimers: true, recoveryAtItsEpoch: true, deadlineAtStart: true, ...patches };
+  const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, all, (ms) => new Promise((r) => setTimeout(r, ms)));
   const op = new Operation({ kind: 'follower-move', partition: 'q-0', from: 'n2', to: 'n4', origin: 'operator' }, watch);
   return { watch, op };
 }
@@ -149,13 +151,37 @@ describe('what interrupts a learner before it counts', () => {
     expect(interrupts()).toBe('recovery');
   });
 
-  it('the catch-up deadline is a timer, armed again for the rest when the largest transfer reported grew', async () => {
-    const { watch, op } = setup({ catchUpBaseMs: 1_000, catchUpFloorBytesPerSec: 1_000_000 });
+  it('before patch deadline-at-start, the catch-up deadline is armed again for the rest when the largest transfer reported grew', async () => {
+    const { watch, op } = setup({ catchUpBaseMs: 1_000, catchUpFloorBytesPerSec: 1_000_000 }, { deadlineAtStart: false });
     const interrupts = learnerInterrupts(op, 'n4');
     watch.trackTransfer('n4');
     watch.absorb(view({ learners: ['n4'] }, { durableOffset: 10, bytesRemaining: 10_000_000 }, 100));
     watch.absorb(view({ learners: ['n4'] }, { durableOffset: 20, bytesRemaining: 5_000_000 }, 200));
     await vi.advanceTimersByTimeAsync(1_000 + 10_000 - 1);
+    expect(interrupts()).toBeNull();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(interrupts()).toBe('deadline');
+  });
+
+  // A progress signal that shares a workflow task with the add-learner's reply runs first; a replay can group them
+  // otherwise than the first run did, so the deadline must come out the same either way.
+  it.each([
+    ['before', true],
+    ['after', false],
+  ])('the catch-up deadline is fixed from the reply when the attempt starts: a progress signal %s it changes nothing', async (_when, signalFirst) => {
+    const { watch, op } = setup({ catchUpBaseMs: 1_000, catchUpFloorBytesPerSec: 1_000_000 });
+    const interrupts = learnerInterrupts(op, 'n4');
+    const signal = () =>
+      watch.heardProgress({
+        at: 60, generation: 6, confirmedTail: 90, boundary: null,
+        replicas: [{ node: 'n4', durableOffset: 5, bytesRemaining: 3_000_000, stalled: false, pausedForRecovery: false }],
+      });
+    if (signalFirst) signal();
+    // The add-learner's reply with its progress read: 2 MB to copy, so 1 s + 2 s allowed (the signal is newer and says 3 MB).
+    watch.absorb(view({ learners: ['n4'], generation: 6 }, { durableOffset: 0, bytesRemaining: 2_000_000 }, 50));
+    watch.trackTransfer('n4');
+    if (!signalFirst) signal();
+    await vi.advanceTimersByTimeAsync(3_000 - 1);
     expect(interrupts()).toBeNull();
     await vi.advanceTimersByTimeAsync(1);
     expect(interrupts()).toBe('deadline');

@@ -40,6 +40,8 @@ export function addLearner(op: Operation, node: string, interrupts: () => Interr
     },
     passing: codes(...COMMON_PASSING, 'no_sync_budget', 'not_caught_up', 'admission_closed'),
     interrupts,
+    // The reply carries the learner's bytes to copy, which its catch-up deadline is fixed from.
+    readProgress: w.deadlineAtStart,
     retrying: (r) =>
       r.code === 'no_sync_budget'
         ? `waiting for sync budget on node ${String(r.saw['node'] ?? node)}: ${String(r.saw['inUse'] ?? '?')} of ${String(r.saw['limit'] ?? '?')} transfers in use` +

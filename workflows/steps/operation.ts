@@ -27,7 +27,8 @@ import {
   type ReconfigurationKind,
 } from '../../rules/definitions';
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../../rules/search-attributes';
-import { DECIDE_ON_TIMERS, DEFAULT_TIMING, RECOVERY_AT_ITS_EPOCH, Watch } from './watch';
+import { watchPatches } from './patches';
+import { DEFAULT_TIMING, Watch } from './watch';
 
 /** Executions that have it keep their outcome in their memo however they end, not only when cancelled. */
 const OUTCOME_MEMO = 'outcome-memo';
@@ -242,7 +243,7 @@ export class Operation {
 export function begin(subject: OperationSubject, request: { timing?: Partial<MoveTiming>; reason?: string }): Operation {
   // Asked once, first: an execution from before the patch keeps its local-activity reads and clock decisions
   // for its whole life, so its history replays.
-  const patches = { onTimers: patched(DECIDE_ON_TIMERS), recoveryAtItsEpoch: patched(RECOVERY_AT_ITS_EPOCH) };
+  const patches = watchPatches();
   const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...request.timing }, patches);
   const op = new Operation(subject, watch, request.reason);
   watch.listen();

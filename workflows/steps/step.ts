@@ -7,7 +7,7 @@
  * in files named by the writes they send: learner.ts (step 0, the promotion, the drop), swap.ts (step 1 and the
  * swap back), remove-leaving.ts (step 2), owner.ts (the owner handoff's).
  *
- * Time decisions replay identically (patch `decide-on-timers`, DECIDE_ON_TIMERS in watch.ts). Every deadline,
+ * Time decisions replay identically (patch `decide-on-timers`, DECIDE_ON_TIMERS in patches.ts). Every deadline,
  * bound and stall decision (the stall abort, the catch-up deadline, the swap-back deadline, the quiet-point
  * bound, admission closed too long) reads state that a workflow timer, or `condition(fn, timeout)`, sets when it
  * fires; none compares the workflow clock after a read. Progress is stamped with the broker's clock from the data

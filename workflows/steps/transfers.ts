@@ -29,13 +29,22 @@ export interface WatchedTransfer {
 export class Transfers {
   private readonly byNode = new Map<string, WatchedTransfer>();
 
+  private readonly onTimers: boolean;
+  private readonly fixedBytes: boolean;
+
   constructor(
     private readonly timing: MoveTiming,
-    /** Patch decide-on-timers: the decisions are set by timers. */
-    private readonly onTimers: boolean,
+    /**
+     * onTimers: patch decide-on-timers, the decisions are set by timers. fixedBytes: patch deadline-at-start, the
+     * bytes to copy are those known when the attempt starts, never raised by a later report.
+     */
+    patches: { onTimers: boolean; fixedBytes: boolean },
     /** A workflow timer whose firing wakes the operation's waits (Watch.after). */
     private readonly after: (ms: number, fired: () => void) => void,
-  ) {}
+  ) {
+    this.onTimers = patches.onTimers;
+    this.fixedBytes = patches.fixedBytes;
+  }
 
   get(node: string): WatchedTransfer | undefined {
     return this.byNode.get(node);
@@ -60,7 +69,7 @@ export class Transfers {
   note(node: string, report: TargetReport, at: number): void {
     const t = this.byNode.get(node);
     if (!t) return;
-    t.bytesToCopy = Math.max(t.bytesToCopy, report.bytesRemaining);
+    if (!this.fixedBytes) t.bytesToCopy = Math.max(t.bytesToCopy, report.bytesRemaining);
     t.watch.note(report, at);
     if (this.onTimers) this.armStall(t);
   }

@@ -9,9 +9,10 @@
 import { condition, patched, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
-import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming } from '../../rules/definitions';
+import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming, type ProgressSignal } from '../../rules/definitions';
 import type { TargetReport } from '../../rules/follower-move-rules';
 import { legacyNow } from './legacy-clock';
+import { ADMITTED_BEFORE_REPLY, type WatchPatches } from './patches';
 import { Transfers, type WatchedTransfer } from './transfers';
 
 export const DEFAULT_TIMING: MoveTiming = {
@@ -35,35 +36,6 @@ const { readMoveContext: readLocally } = proxyLocalActivities<Activities>(ACTIVI
 // A guarded write is a normal activity: the server records its input, so every retry sends the same body
 // under the same idempotency key and gets the first reply back.
 const { guardedWrite, readMoveContext } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
-
-/** Executions that have it read with normal activities and decide every deadline, bound and stall on timers. */
-export const DECIDE_ON_TIMERS = 'decide-on-timers';
-
-/**
- * Executions that have it keep an admission signalled before the add-learner's reply was taken in. A learner that
- * catches up at once is admitted, and the relay tells the move, before the reply's workflow task runs (signals run
- * first in one activation); without it the reply reset the admission and the move waited for its poll timer
- * (30 s: the moves' p99 overhead at 200 moves was 38 s against a 7 s floor).
- */
-export const ADMITTED_BEFORE_REPLY = 'admitted-before-reply';
-
-/**
- * Executions that have it place a pending recovery at the epoch that failed, as the broker says it, and take none
- * of an epoch older than the partition's known epoch (that one has activated). Before it a `pending_recovery`
- * refusal opened one at the epoch the watch knew when the reply was taken in: a refusal sent before an activation
- * and taken in after the activation's signal (signals run first in an activation; a lost reply's retry returns the
- * first reply) opened a recovery of the activated epoch, which no read of that epoch clears, and the move waited for
- * an activation that would never come.
- */
-export const RECOVERY_AT_ITS_EPOCH = 'recovery-at-its-epoch';
-
-/** The patches a watch's behaviour depends on, asked once when the operation begins. */
-export interface WatchPatches {
-  /** DECIDE_ON_TIMERS: reads are normal activities and time decisions are set by timers. */
-  onTimers: boolean;
-  /** RECOVERY_AT_ITS_EPOCH. */
-  recoveryAtItsEpoch: boolean;
-}
 
 /** What ends a wait early: the step's caller decides what each means. */
 export type Interrupt = 'recovery' | 'cancel' | 'node_down' | 'stalled' | 'deadline';
@@ -97,6 +69,8 @@ export class Watch {
   private readonly transfers: Transfers;
   /** The latest broker clock reading seen (a read's `now`, a progress event's `at`). */
   private brokerNow = 0;
+  /** The progress the last read or write reply returned (never a signal's): what a deadline is fixed from (DEADLINE_AT_START). */
+  private lastRead: Progress | null = null;
   private readonly nodeSeq = new Map<string, number>();
   private writeSeq = 0;
   private pollDue = false;
@@ -107,6 +81,8 @@ export class Watch {
   /** Patch decide-on-timers: reads are normal activities and time decisions are set by timers. */
   readonly onTimers: boolean;
   private readonly recoveryAtItsEpoch: boolean;
+  /** Patch deadline-at-start: the add-learner asks for the progress read its deadline is fixed from. */
+  readonly deadlineAtStart: boolean;
 
   constructor(
     readonly partitionId: string,
@@ -117,7 +93,8 @@ export class Watch {
   ) {
     this.onTimers = patches.onTimers;
     this.recoveryAtItsEpoch = patches.recoveryAtItsEpoch;
-    this.transfers = new Transfers(timing, this.onTimers, (ms, fired) => this.after(ms, fired));
+    this.deadlineAtStart = patches.deadlineAtStart;
+    this.transfers = new Transfers(timing, { onTimers: this.onTimers, fixedBytes: this.deadlineAtStart }, (ms, fired) => this.after(ms, fired));
   }
 
   get generation(): number {
@@ -182,14 +159,7 @@ export class Watch {
 
   /** Install the signal handlers: progress, admission, recovery and node liveness all feed this watch. */
   listen(): void {
-    setHandler(progressSignal, (p) => {
-      this.noteGeneration(p.generation);
-      this.known.confirmedTail = Math.max(this.confirmedTail ?? -1, p.confirmedTail);
-      // The event's own time; a relay from before `at` existed leaves the latest broker time known.
-      const at = this.onTimers ? this.noteBrokerTime(p.at) : legacyNow();
-      for (const r of p.replicas) this.noteReplica(r.node, { ...r, stalledSince: r.stalled ? at : null }, at);
-      this.version++;
-    });
+    setHandler(progressSignal, (p) => this.heardProgress(p));
     setHandler(admittedSignal, (a) => {
       this.noteGeneration(a.generation);
       this.admittedAt.set(a.node, Math.max(a.generation, this.admittedAt.get(a.node) ?? -1));
@@ -213,6 +183,16 @@ export class Watch {
       this.noteLive(n.node, n.live);
       this.version++;
     });
+  }
+
+  /** The relay's progress signal. */
+  heardProgress(p: ProgressSignal): void {
+    this.noteGeneration(p.generation);
+    this.known.confirmedTail = Math.max(this.confirmedTail ?? -1, p.confirmedTail);
+    // The event's own time; a relay from before `at` existed leaves the latest broker time known.
+    const at = this.onTimers ? this.noteBrokerTime(p.at) : legacyNow();
+    for (const r of p.replicas) this.noteReplica(r.node, { ...r, stalledSince: r.stalled ? at : null }, at);
+    this.version++;
   }
 
   noteGeneration(g: number | undefined): void {
@@ -262,6 +242,7 @@ export class Watch {
   }
 
   private noteProgress(progress: Progress): void {
+    this.lastRead = progress;
     this.known.confirmedTail = Math.max(this.confirmedTail ?? -1, progress.confirmedTail);
     const at = this.onTimers ? this.noteBrokerTime(progress.now) : legacyNow();
     for (const t of progress.replicas) {
@@ -351,7 +332,8 @@ export class Watch {
 
   /** Start (or restart, for a new attempt) watching the transfer to `node` (transfers.ts). */
   trackTransfer(node: string): void {
-    this.transfers.track(node, this.onTimers ? this.brokerNow : legacyNow(), this.replica(node).bytesRemaining ?? 0);
+    const bytes = this.deadlineAtStart ? this.lastRead?.replicas.find((r) => r.node === node)?.bytesRemaining : this.replica(node).bytesRemaining;
+    this.transfers.track(node, this.onTimers ? this.brokerNow : legacyNow(), bytes ?? 0);
   }
 
   /** The watched transfer to `node`, if any. */

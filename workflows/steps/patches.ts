@@ -1,0 +1,51 @@
+/**
+ * The step library's patches: what executions started before each behaved like, asked once when an operation begins
+ * (`begin()` in operation.ts) except ADMITTED_BEFORE_REPLY. docs/versioning.md lists them with their fixtures.
+ */
+import { patched } from '@temporalio/workflow';
+
+/** Executions that have it read with normal activities and decide every deadline, bound and stall on timers. */
+export const DECIDE_ON_TIMERS = 'decide-on-timers';
+
+/**
+ * Executions that have it keep an admission signalled before the add-learner's reply was taken in. A learner that
+ * catches up at once is admitted, and the relay tells the move, before the reply's workflow task runs (signals run
+ * first in one activation); without it the reply reset the admission and the move waited for its poll timer
+ * (30 s: the moves' p99 overhead at 200 moves was 38 s against a 7 s floor).
+ */
+export const ADMITTED_BEFORE_REPLY = 'admitted-before-reply';
+
+/**
+ * Executions that have it place a pending recovery at the epoch that failed, as the broker says it, and take none
+ * of an epoch older than the partition's known epoch (that one has activated). Before it a `pending_recovery`
+ * refusal opened one at the epoch the watch knew when the reply was taken in: a refusal sent before an activation
+ * and taken in after the activation's signal (signals run first in an activation; a lost reply's retry returns the
+ * first reply) opened a recovery of the activated epoch, which no read of that epoch clears, and the move waited for
+ * an activation that would never come.
+ */
+export const RECOVERY_AT_ITS_EPOCH = 'recovery-at-its-epoch';
+
+/**
+ * Executions that have it fix a transfer's catch-up deadline when the attempt starts, from the broker's reply to the
+ * add-learner (its progress read) or the last read, as PD fixes a step's timeout when the step is created. Before
+ * it the deadline took the bytes the watch knew at that moment, signals included, and grew with every larger report:
+ * a progress signal that shares a workflow task with the reply runs before it (signals first), so whether the first
+ * deadline timer fired "expired" or "armed again for the rest" hung on how events fell into tasks, which a replay
+ * can see otherwise than the first run (CI: "UpsertWorkflowSearchAttributesMachine does not handle TimerStarted").
+ */
+export const DEADLINE_AT_START = 'deadline-at-start';
+
+/** The patches a watch's behaviour depends on, asked once when the operation begins. */
+export interface WatchPatches {
+  /** DECIDE_ON_TIMERS: reads are normal activities and time decisions are set by timers. */
+  onTimers: boolean;
+  /** RECOVERY_AT_ITS_EPOCH. */
+  recoveryAtItsEpoch: boolean;
+  /** DEADLINE_AT_START. */
+  deadlineAtStart: boolean;
+}
+
+/** Ask the patches a watch depends on: once, first, when the operation begins. */
+export function watchPatches(): WatchPatches {
+  return { onTimers: patched(DECIDE_ON_TIMERS), recoveryAtItsEpoch: patched(RECOVERY_AT_ITS_EPOCH), deadlineAtStart: patched(DEADLINE_AT_START) };
+}
