@@ -55,6 +55,10 @@ export interface RunningAdmin {
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
 /** How long the moves page waits for a move's status query: past it the move shows as visibility lists it. */
 export const PAGE_STATUS_MS = 1_000;
+
+/** A status answer is this listed move's, not an earlier move's of the same partition (one workflow id each). */
+const sameMove = (status: MoveStatus, listed: MoveInProgress): boolean =>
+  status.kind === listed.kind && status.from === listed.from && status.to === listed.to;
 /** How long a page waits for the list of moves in progress before it takes the last one. */
 const LIST_WAIT_MS = 250;
 const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
@@ -188,12 +192,14 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
    * two cores, which every page waited for; visibility's list is a few seconds behind the workflows either way.
    */
   const listed = new LatestAnswer(() => deps.moves(), LIST_WAIT_MS, 1_000);
+  /** Each listed move's last status answer, by workflow id: a page shows it for a move whose query is late. */
+  const lastAnswers = new Map<string, { status: MoveStatus; at: number }>();
   const moves = async (): Promise<MoveInProgress[]> => (await listed.get()).value;
   /** The scores with the moves in progress counted, their bytes as the broker's transfers say. */
   const scores = (topology: Topology, running: readonly MoveInProgress[], budget: SyncBudget) => deps.scores(topology, withTransferBytes(running, budget.transfers));
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
   const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
-  const withProgress = (running: MoveStatus[]) =>
+  const withProgress = <S extends MoveStatus>(running: S[]) =>
     sampler.progress(running).map((m) => {
       const workflowId = reconfigurationWorkflowId(m.partition);
       return { ...m, workflowId, link: workflowLink(workflowId) };
@@ -339,13 +345,23 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         // Only the page's moves are asked for their status: one that ended since the list is left out of the page, and one
         // that has not answered within PAGE_STATUS_MS is shown as visibility lists it (`late`), so the page never waits
         // on the slowest of a busy worker's workflows.
-        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS);
+        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS, (m, status) =>
+          lastAnswers.set(m.workflowId, { status, at: Date.now() }),
+        );
+        const listedIds = new Set(running.map((m) => m.workflowId));
+        for (const id of lastAnswers.keys()) if (!listedIds.has(id)) lastAnswers.delete(id);
+        // A late move that answered an earlier page shows that answer with its time (`asOf`), as the loop's status does.
+        const known = page.late.flatMap((m) => {
+          const last = lastAnswers.get(m.workflowId);
+          return last && sameMove(last.status, m) ? [{ ...last.status, asOf: new Date(last.at).toISOString() }] : [];
+        });
+        const unknown = page.late.filter((m) => !known.some((k) => k.partition === m.partition));
         return {
           total: running.length,
           offset: q.offset,
           limit: q.limit,
-          running: withProgress(page.answered),
-          late: page.late.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
+          running: withProgress([...page.answered, ...known]),
+          late: unknown.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
           recent: recent.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
         };
       },

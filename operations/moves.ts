@@ -252,17 +252,28 @@ export async function moveStatuses(client: Client, moves: readonly { workflowId:
 /**
  * `moveStatuses`, waiting at most `withinMs` (null: as long as the queries take): the statuses that came in time, in
  * order, and the moves whose query had not answered by then. A workflow answers a query only between its workflow
- * tasks: with a thousand moves in flight on two cores a page of 50 waited 4-31 s for the slowest.
+ * tasks: with a thousand moves in flight on two cores a page of 50 waited 4-31 s for the slowest. `onAnswer` hears
+ * every answer, a late one too, when it comes.
  */
 export async function moveStatusesWithin<M extends { workflowId: string }>(
   client: Pick<Client, 'workflow'>,
   moves: readonly M[],
   withinMs: number | null,
+  onAnswer?: (move: M, status: MoveStatus) => void,
 ): Promise<{ answered: MoveStatus[]; late: M[] }> {
   const LATE = 'late' as const;
   let timer: NodeJS.Timeout | undefined;
   const bound = withinMs === null ? null : new Promise<typeof LATE>((r) => (timer = setTimeout(() => r(LATE), withinMs)));
-  const asked = moves.map((m) => client.workflow.getHandle(m.workflowId).query(statusQuery).catch(() => null));
+  const asked = moves.map((m) =>
+    client.workflow
+      .getHandle(m.workflowId)
+      .query(statusQuery)
+      .then((status) => {
+        onAnswer?.(m, status);
+        return status;
+      })
+      .catch(() => null),
+  );
   const results = await Promise.all(asked.map((q) => (bound === null ? q : Promise.race([q, bound]))));
   clearTimeout(timer);
   const answered: MoveStatus[] = [];

@@ -276,6 +276,9 @@ function progressBar(m) {
 // A move whose status query did not answer in time (a busy worker): its phase as Temporal's visibility lists it.
 const LATE = 'its status did not answer within a second (the worker is busy): phase as Temporal lists it';
 
+// A move whose query did not answer this time shows its last answer, with when it came.
+const asOf = (m) => (m.asOf ? `as of ${new Date(m.asOf).toLocaleTimeString()} (the worker is busy): ` : '');
+
 function renderMoves(view) {
   pager('moves', 'movesOffset', view.total);
   const rows = [...view.running, ...(view.late ?? []).map((m) => ({ ...m, late: true }))];
@@ -290,7 +293,7 @@ function renderMoves(view) {
         el('span', { textContent: `${m.from ?? '+'} → ${m.to}` }),
         el('span', { className: 'phase', textContent: m.phase }),
         m.late ? el('span', { className: 'muted', textContent: '' }) : progressBar(m),
-        el('span', { className: 'blocking', textContent: m.late ? LATE : (m.blockingReason ?? '') }),
+        el('span', { className: 'blocking', textContent: m.late ? LATE : asOf(m) + (m.blockingReason ?? '') }),
         el('a', { href: m.link, target: '_blank', rel: 'noopener', textContent: 'Temporal UI' }),
       );
     }),

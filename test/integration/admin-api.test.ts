@@ -6,6 +6,8 @@
 import Ajv2020 from 'ajv/dist/2020';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiPath } from '../../admin/openapi';
+import type { MoveInProgress } from '../../operations/moves';
+import { reconfigurationWorkflowId, type MoveStatus } from '../../rules/definitions';
 import { call, startAdminFixture, TOKEN, type AdminFixture } from './admin-fixture';
 import { eventually, temporalEnv, temporalNamespace } from './helpers';
 
@@ -87,6 +89,42 @@ describe('reads', () => {
     expect(typeof plan.planningMs).toBe('number');
     const status = (await call(base(), 'GET', '/api/status', { token: false })).body;
     expect(status).toMatchObject({ nodes: { total: 5, live: 5, draining: 0 }, partitions: 3, recoveryPending: [] });
+  });
+});
+
+describe('moves whose status is late', () => {
+  it('shows the last answer of a move that answered an earlier page, with its time, and lists one that never answered as visibility does', async () => {
+    const listed: MoveInProgress[] = ['q-500', 'q-501'].map((partition) => ({
+      kind: 'follower-move', partition, from: 'n1', to: 'n4', phase: 'validating', workflowId: reconfigurationWorkflowId(partition),
+    }));
+    const status = (partition: string): MoveStatus => ({
+      kind: 'follower-move', partition, from: 'n1', to: 'n4', origin: 'operator', phase: 'catching_up', bytesRemaining: 1_000, boundary: null,
+      targetDurable: 10, blockingReason: 'waiting for n4 to catch up', epoch: 1, generation: 2, retries: 0, outcome: null,
+    });
+    // q-500 answers the first page only; q-501 never answers in time.
+    let pages = 0;
+    const admin = await f.startAdminWith({
+      ...f.deps,
+      moves: async () => listed,
+      statuses: async (moves, _withinMs, answered) => {
+        pages++;
+        const first = moves.find((m) => m.partition === 'q-500')!;
+        if (pages === 1) answered?.(first, status('q-500'));
+        const late = moves.filter((m) => pages > 1 || m.partition !== 'q-500');
+        return { answered: pages === 1 ? [status('q-500')] : [], late };
+      },
+    });
+    try {
+      const first = (await call(admin.url, 'GET', '/api/moves', { token: false })).body as { running: { partition: string; asOf?: string }[]; late: { partition: string }[] };
+      expect(first.running.map((m) => [m.partition, m.asOf])).toEqual([['q-500', undefined]]);
+      expect(first.late.map((m) => m.partition)).toEqual(['q-501']);
+      const second = (await call(admin.url, 'GET', '/api/moves', { token: false })).body as typeof first & { running: { phase: string; blockingReason: string }[] };
+      expect(second.running).toEqual([expect.objectContaining({ partition: 'q-500', phase: 'catching_up', blockingReason: 'waiting for n4 to catch up', asOf: expect.any(String) })]);
+      expect(Date.now() - Date.parse(second.running[0]!.asOf!)).toBeLessThan(60_000);
+      expect(second.late.map((m) => m.partition)).toEqual(['q-501']);
+    } finally {
+      await admin.close();
+    }
   });
 });
 

@@ -29,6 +29,8 @@ export interface AdminFixture {
   /** Stops the admin server and closes its audit log and history, then starts them again on the same data directory. */
   restartAdmin(host?: string): Promise<RunningAdmin>;
   startAdminOn(host: string): Promise<RunningAdmin>;
+  /** Another admin server on the same data, with these deps (the fixture's own changed where a test needs). */
+  startAdminWith(deps: AdminDeps): Promise<RunningAdmin>;
   close(): Promise<void>;
 }
 
@@ -63,8 +65,8 @@ export async function startAdminFixture(options: {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
   let audit = new AuditLog(auditFile(dataDir));
   let history = new HistoryStore(auditFile(dataDir));
-  const open = (host = '127.0.0.1') =>
-    startAdmin({ deps, audit, history, historyIntervalMs: options.historyIntervalMs, token: TOKEN, host, port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
+  const open = (host = '127.0.0.1', withDeps = deps) =>
+    startAdmin({ deps: withDeps, audit, history, historyIntervalMs: options.historyIntervalMs, token: TOKEN, host, port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
   const fixture: AdminFixture = {
     cluster,
     client,
@@ -81,6 +83,7 @@ export async function startAdminFixture(options: {
       return fixture.admin;
     },
     startAdminOn: (host) => open(host),
+    startAdminWith: (withDeps) => open('127.0.0.1', withDeps),
     async close() {
       await fixture.admin.close();
       audit.close();
