@@ -120,8 +120,8 @@ export class Transfers {
 
   /**
    * The catch-up deadline as timers: armed for the time allowed when the attempt starts; when it fires and the
-   * time allowed grew meanwhile (more bytes reported, time paused for recovery), armed again for the rest. While
-   * the transfer is paused it never expires.
+   * time allowed grew meanwhile (time paused for recovery; before patch deadline-at-start, more bytes reported too),
+   * armed again for the rest. While the transfer is paused it never expires.
    */
   private armDeadline(t: WatchedTransfer): void {
     const attempt = t.attempt;
