@@ -53,15 +53,15 @@ export interface RunningAdmin {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
-/** How long the moves page waits for a move's status query: past it the move shows as visibility lists it. */
+/** How long the moves page waits for a move's status query: past it the move shows its last answer, or as visibility lists it. */
 export const PAGE_STATUS_MS = 1_000;
+/** How long a page waits for the list of moves in progress before it takes the last one. */
+const LIST_WAIT_MS = 250;
+const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
 
 /** A status answer is this listed move's, not an earlier move's of the same partition (one workflow id each). */
 const sameMove = (status: MoveStatus, listed: MoveInProgress): boolean =>
   status.kind === listed.kind && status.from === listed.from && status.to === listed.to;
-/** How long a page waits for the list of moves in progress before it takes the last one. */
-const LIST_WAIT_MS = 250;
-const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
 const resolve = createRequire(import.meta.url).resolve;
 /** The dashboard's files, and the charting library's straight from node_modules (no CDN, no build step). */
 const STATIC: Record<string, string> = {
@@ -343,14 +343,13 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         const q = parse(MovesQuery, req.query, 'query');
         const [running, recent] = await Promise.all([moves(), q.recent > 0 ? deps.recentMoves(q.recent) : Promise.resolve([])]);
         // Only the page's moves are asked for their status: one that ended since the list is left out of the page, and one
-        // that has not answered within PAGE_STATUS_MS is shown as visibility lists it (`late`), so the page never waits
-        // on the slowest of a busy worker's workflows.
+        // that has not answered within PAGE_STATUS_MS shows its last answer (`asOf`), or as visibility lists it (`late`),
+        // so the page never waits on the slowest of a busy worker's workflows.
         const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS, (m, status) =>
           lastAnswers.set(m.workflowId, { status, at: Date.now() }),
         );
         const listedIds = new Set(running.map((m) => m.workflowId));
         for (const id of lastAnswers.keys()) if (!listedIds.has(id)) lastAnswers.delete(id);
-        // A late move that answered an earlier page shows that answer with its time (`asOf`), as the loop's status does.
         const known = page.late.flatMap((m) => {
           const last = lastAnswers.get(m.workflowId);
           return last && sameMove(last.status, m) ? [{ ...last.status, asOf: new Date(last.at).toISOString() }] : [];
