@@ -87,12 +87,12 @@ export interface AdminDeps {
   /**
    * Their statuses, each workflow queried: for the few a page shows. Within `withinMs`, those whose query has not
    * answered by then are `late` (a page shows their last answer, or them as visibility lists them); without, every
-   * query is waited for. `answered` hears each answer when it comes, a late one too.
+   * query is waited for. `onAnswer` hears each answer when it comes, a late one too.
    */
   statuses(
     moves: readonly MoveInProgress[],
     withinMs?: number,
-    answered?: (move: MoveInProgress, status: MoveStatus) => void,
+    onAnswer?: (move: MoveInProgress, status: MoveStatus) => void,
   ): Promise<{ answered: MoveStatus[]; late: MoveInProgress[] }>;
   recentMoves(limit: number): Promise<EndedMove[]>;
   /** Moves of this task queue that ended after `since`; the outcome is read only of runs `known` does not know. */

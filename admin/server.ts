@@ -15,7 +15,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { z } from 'zod';
 import { ClusterHttpError } from '../cluster/client';
 import type { SyncBudget, Topology } from '../cluster/contract';
-import { MoveRefused, type MoveInProgress } from '../operations/moves';
+import { LastAnswers, MoveRefused, type MoveInProgress } from '../operations/moves';
 import { reconfigurationWorkflowId, type MoveStatus } from '../rules/definitions';
 import type { AuditLog, AuditSource } from '../operations/audit';
 import type { AdminDeps, OperatorRequest, Requester } from './deps';
@@ -59,9 +59,6 @@ export const PAGE_STATUS_MS = 1_000;
 const LIST_WAIT_MS = 250;
 const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
 
-/** A status answer is this listed move's, not an earlier move's of the same partition (one workflow id each). */
-const sameMove = (status: MoveStatus, listed: MoveInProgress): boolean =>
-  status.kind === listed.kind && status.from === listed.from && status.to === listed.to;
 const resolve = createRequire(import.meta.url).resolve;
 /** The dashboard's files, and the charting library's straight from node_modules (no CDN, no build step). */
 const STATIC: Record<string, string> = {
@@ -192,14 +189,14 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
    * two cores, which every page waited for; visibility's list is a few seconds behind the workflows either way.
    */
   const listed = new LatestAnswer(() => deps.moves(), LIST_WAIT_MS, 1_000);
-  /** Each listed move's last status answer, by workflow id: a page shows it for a move whose query is late. */
-  const lastAnswers = new Map<string, { status: MoveStatus; at: number }>();
+  /** Each listed move's last status answer: a page shows it for a move whose query is late. */
+  const answers = new LastAnswers();
   const moves = async (): Promise<MoveInProgress[]> => (await listed.get()).value;
   /** The scores with the moves in progress counted, their bytes as the broker's transfers say. */
   const scores = (topology: Topology, running: readonly MoveInProgress[], budget: SyncBudget) => deps.scores(topology, withTransferBytes(running, budget.transfers));
   const historyIntervalMs = options.historyIntervalMs ?? 5_000;
   const sampler = startSampler({ deps, store: history, intervalMs: historyIntervalMs });
-  const withProgress = <S extends MoveStatus>(running: S[]) =>
+  const withProgress = (running: MoveStatus[]) =>
     sampler.progress(running).map((m) => {
       const workflowId = reconfigurationWorkflowId(m.partition);
       return { ...m, workflowId, link: workflowLink(workflowId) };
@@ -345,21 +342,13 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         // Only the page's moves are asked for their status: one that ended since the list is left out of the page, and one
         // that has not answered within PAGE_STATUS_MS shows its last answer (`asOf`), or as visibility lists it (`late`),
         // so the page never waits on the slowest of a busy worker's workflows.
-        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS, (m, status) =>
-          lastAnswers.set(m.workflowId, { status, at: Date.now() }),
-        );
-        const listedIds = new Set(running.map((m) => m.workflowId));
-        for (const id of lastAnswers.keys()) if (!listedIds.has(id)) lastAnswers.delete(id);
-        const known = page.late.flatMap((m) => {
-          const last = lastAnswers.get(m.workflowId);
-          return last && sameMove(last.status, m) ? [{ ...last.status, asOf: new Date(last.at).toISOString() }] : [];
-        });
-        const unknown = page.late.filter((m) => !known.some((k) => k.partition === m.partition));
+        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS, answers.heard);
+        const { known, unknown } = answers.late(running, page.late);
         return {
           total: running.length,
           offset: q.offset,
           limit: q.limit,
-          running: withProgress([...page.answered, ...known]),
+          running: withProgress([...page.answered, ...known.map(({ status, at }) => ({ ...status, asOf: new Date(at).toISOString() }))]),
           late: unknown.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
           recent: recent.map((m) => ({ ...m, link: workflowLink(m.workflowId) })),
         };

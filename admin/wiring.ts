@@ -116,7 +116,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
         moves.filter((m) => m.kind === 'replace'),
       ),
     moves: () => listMovesInProgress(client, taskQueue),
-    statuses: (moves, withinMs, answered) => moveStatusesWithin(client, moves, withinMs ?? null, answered),
+    statuses: (moves, withinMs, onAnswer) => moveStatusesWithin(client, moves, withinMs ?? null, onAnswer),
     recentMoves: (limit) => recentMoves(client, limit),
     async endedMoves(since, known) {
       const query = `ExecutionStatus != 'Running' AND WorkflowId STARTS_WITH '${RECONFIGURATION_ID_PREFIX}' AND ExecutionStatus != 'ContinuedAsNew' AND TaskQueue = '${taskQueue}' AND CloseTime > '${since.toISOString()}'`;

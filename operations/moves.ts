@@ -285,6 +285,36 @@ export async function moveStatusesWithin<M extends { workflowId: string }>(
   return { answered, late };
 }
 
+/**
+ * Each listed move's last status answer, for a view that waits only so long for its queries (the admin's pages,
+ * `moves --watch`): a move whose query is late shows its last answer instead of vanishing or reading as ended.
+ * `heard` takes every answer (give it to `moveStatusesWithin`), a late one too.
+ */
+export class LastAnswers {
+  private readonly last = new Map<string, { status: MoveStatus; at: number }>();
+
+  readonly heard = (move: { workflowId: string }, status: MoveStatus): void => {
+    this.last.set(move.workflowId, { status, at: Date.now() });
+  };
+
+  /**
+   * Forgets the moves no longer listed; then splits the late ones into those with a last answer (of this move: the
+   * kind, source and target it is listed with, not an earlier move's of the partition) and those never heard from.
+   */
+  late<M extends MoveInProgress>(listed: readonly MoveInProgress[], late: readonly M[]): { known: { status: MoveStatus; at: number }[]; unknown: M[] } {
+    const ids = new Set(listed.map((m) => m.workflowId));
+    for (const id of this.last.keys()) if (!ids.has(id)) this.last.delete(id);
+    const known: { status: MoveStatus; at: number }[] = [];
+    const unknown: M[] = [];
+    for (const m of late) {
+      const last = this.last.get(m.workflowId);
+      if (last && last.status.kind === m.kind && last.status.from === m.from && last.status.to === m.to) known.push(last);
+      else unknown.push(m);
+    }
+    return { known, unknown };
+  }
+}
+
 /** Status of every reconfiguration in progress on the task queue, by partition: a query to each (`listMovesInProgress`). */
 export async function listMoves(client: Client, taskQueue: string): Promise<MoveStatus[]> {
   return moveStatuses(client, await listMovesInProgress(client, taskQueue));

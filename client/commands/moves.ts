@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { formatBytes } from '../../rules/format';
-import { listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
+import { LastAnswers, listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
 import type { MoveStatus } from '../../rules/definitions';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps, type Connected } from '../output';
 import { watchMoves } from '../watch';
@@ -16,18 +16,12 @@ function endedRow(m: EndedMove): string[] {
  * yet shows from its first answer on. A move visibility no longer lists, or whose query fails, has ended.
  */
 function watchedMoves(ctx: Pick<Connected, 'client' | 'taskQueue'>, waitMs: number): () => Promise<MoveStatus[]> {
-  let last = new Map<string, MoveStatus>();
+  const answers = new LastAnswers();
   return async () => {
     const listed = await listMovesInProgress(ctx.client, ctx.taskQueue);
-    const { answered, late } = await moveStatusesWithin(ctx.client, listed, waitMs);
-    const fresh = new Map(answered.map((m) => [m.partition, m]));
-    const waiting = new Set(late.map((m) => m.partition));
-    const shown = listed.flatMap((l) => {
-      const m = fresh.get(l.partition) ?? (waiting.has(l.partition) ? last.get(l.partition) : undefined);
-      return m ? [m] : [];
-    });
-    last = new Map(shown.map((m) => [m.partition, m]));
-    return shown;
+    const { answered, late } = await moveStatusesWithin(ctx.client, listed, waitMs, answers.heard);
+    const shown = new Map([...answered, ...answers.late(listed, late).known.map((k) => k.status)].map((m) => [m.partition, m]));
+    return listed.flatMap((l) => shown.get(l.partition) ?? []);
   };
 }
 
