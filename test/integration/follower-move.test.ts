@@ -361,7 +361,7 @@ describe('follower move', () => {
       expect(held).toBe(1);
       expect(Date.now() - started).toBeLessThan(30_000);
       expect((await partition(id)).followers).toContain(to);
-      await replayAndKeep(client, handle.workflowId, 'v2-admitted-before-reply');
+      await replayAndKeep(client, handle.workflowId, 'v2-admission-kept');
     } finally {
       await stop();
     }

@@ -37,7 +37,7 @@ function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRem
 
 /** A watch with every patch (unless told otherwise), with vitest's fake timers standing in for workflow timers. */
 function setup(timing = {}, patches: Partial<WatchPatches> = {}) {
-  const all = { onTimers: true, recoveryAtItsEpoch: true, deadlineAtStart: true, ...patches };
+  const all = { onTimers: true, recoveryAtItsEpoch: true, deadlineAtStart: true, admissionKept: true, ...patches };
   const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, all, (ms) => new Promise((r) => setTimeout(r, ms)));
   const op = new Operation({ kind: 'follower-move', partition: 'q-0', from: 'n2', to: 'n4', origin: 'operator' }, watch);
   return { watch, op };
@@ -80,6 +80,29 @@ describe('what the Watch keeps', () => {
     watch.notePartition({ ...partition, generation: 6, learners: ['n4'] });
     expect(watch.admitted('n4')).toBe(true);
     watch.notePartition({ ...partition, generation: 8, learners: ['n4'] });
+    expect(watch.admitted('n4')).toBe(false);
+  });
+
+  // The relay can tell a move of the admission before the add-learner's reply is taken in, in the reply's workflow
+  // task or a later one (a replay can group them otherwise than the first run): the learner ends admitted either way.
+  it.each([
+    ['before', true],
+    ['after', false],
+  ])('an admission signalled %s the add-learner reply is kept, asking no patch at the reply', (_when, signalFirst) => {
+    const { watch } = setup();
+    const signal = () => watch.heardAdmitted({ node: 'n4', generation: 7 });
+    if (signalFirst) signal();
+    watch.noteReply({ ok: true, write: 'add-learner', partition: { ...partition, generation: 6, learners: ['n4'] } } as never);
+    watch.learnerAdded('n4', 6);
+    if (!signalFirst) signal();
+    expect(watch.admitted('n4')).toBe(true);
+  });
+
+  it('an admission older than the add-learner is an earlier learner\'s: not kept', () => {
+    const { watch } = setup();
+    watch.heardAdmitted({ node: 'n4', generation: 5 });
+    watch.noteReply({ ok: true, write: 'add-learner', partition: { ...partition, generation: 6, learners: ['n4'] } } as never);
+    watch.learnerAdded('n4', 6);
     expect(watch.admitted('n4')).toBe(false);
   });
 

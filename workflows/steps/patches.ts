@@ -1,6 +1,7 @@
 /**
  * The step library's patches: what executions started before each behaved like, asked once when an operation begins
- * (`begin()` in operation.ts) except ADMITTED_BEFORE_REPLY. docs/versioning.md lists them with their fixtures.
+ * (`begin()` in operation.ts) except ADMITTED_BEFORE_REPLY, which ADMISSION_KEPT replaced. docs/versioning.md lists
+ * them with their fixtures.
  */
 import { patched } from '@temporalio/workflow';
 
@@ -14,6 +15,15 @@ export const DECIDE_ON_TIMERS = 'decide-on-timers';
  * (30 s: the moves' p99 overhead at 200 moves was 38 s against a 7 s floor).
  */
 export const ADMITTED_BEFORE_REPLY = 'admitted-before-reply';
+
+/**
+ * Executions that have it keep an admission signalled before the add-learner's reply as ADMITTED_BEFORE_REPLY does,
+ * with the patch asked when the operation begins. ADMITTED_BEFORE_REPLY is asked at the reply only when such a signal
+ * came first, so whether its marker is written hung on how the signal and the reply fell into workflow tasks, which
+ * a replay can see otherwise than the first run (see DEADLINE_AT_START); the admission itself comes out the same
+ * either way (kept when the signal came first, set by the signal when it came after).
+ */
+export const ADMISSION_KEPT = 'admission-kept';
 
 /**
  * Executions that have it place a pending recovery at the epoch that failed, as the broker says it, and take none
@@ -43,9 +53,16 @@ export interface WatchPatches {
   recoveryAtItsEpoch: boolean;
   /** DEADLINE_AT_START. */
   deadlineAtStart: boolean;
+  /** ADMISSION_KEPT. */
+  admissionKept: boolean;
 }
 
 /** Ask the patches a watch depends on: once, first, when the operation begins. */
 export function watchPatches(): WatchPatches {
-  return { onTimers: patched(DECIDE_ON_TIMERS), recoveryAtItsEpoch: patched(RECOVERY_AT_ITS_EPOCH), deadlineAtStart: patched(DEADLINE_AT_START) };
+  return {
+    onTimers: patched(DECIDE_ON_TIMERS),
+    recoveryAtItsEpoch: patched(RECOVERY_AT_ITS_EPOCH),
+    deadlineAtStart: patched(DEADLINE_AT_START),
+    admissionKept: patched(ADMISSION_KEPT),
+  };
 }

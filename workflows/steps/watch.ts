@@ -9,7 +9,7 @@
 import { condition, patched, proxyActivities, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, MoveContext, WriteOutcome } from '../../activities';
 import type { GuardedWriteName, Partition, PartitionView, Progress, WriteReply } from '../../cluster/contract';
-import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type MoveTiming, type ProgressSignal } from '../../rules/definitions';
+import { admittedSignal, nodeSignal, progressSignal, recoverySignal, type AdmittedSignal, type MoveTiming, type ProgressSignal } from '../../rules/definitions';
 import type { TargetReport } from '../../rules/follower-move-rules';
 import { legacyNow } from './legacy-clock';
 import { ADMITTED_BEFORE_REPLY, type WatchPatches } from './patches';
@@ -83,6 +83,8 @@ export class Watch {
   private readonly recoveryAtItsEpoch: boolean;
   /** Patch deadline-at-start: the add-learner asks for the progress read its deadline is fixed from. */
   readonly deadlineAtStart: boolean;
+  /** Patch admission-kept: ADMITTED_BEFORE_REPLY's rule without asking that patch at the reply. */
+  private readonly admissionKept: boolean;
 
   constructor(
     readonly partitionId: string,
@@ -94,6 +96,7 @@ export class Watch {
     this.onTimers = patches.onTimers;
     this.recoveryAtItsEpoch = patches.recoveryAtItsEpoch;
     this.deadlineAtStart = patches.deadlineAtStart;
+    this.admissionKept = patches.admissionKept;
     this.transfers = new Transfers(timing, { onTimers: this.onTimers, fixedBytes: this.deadlineAtStart }, (ms, fired) => this.after(ms, fired));
   }
 
@@ -160,12 +163,7 @@ export class Watch {
   /** Install the signal handlers: progress, admission, recovery and node liveness all feed this watch. */
   listen(): void {
     setHandler(progressSignal, (p) => this.heardProgress(p));
-    setHandler(admittedSignal, (a) => {
-      this.noteGeneration(a.generation);
-      this.admittedAt.set(a.node, Math.max(a.generation, this.admittedAt.get(a.node) ?? -1));
-      if (a.generation > (this.learnerSince.get(a.node) ?? -1)) this.entry(a.node).admitted = true;
-      this.version++;
-    });
+    setHandler(admittedSignal, (a) => this.heardAdmitted(a));
     setHandler(recoverySignal, (r) => {
       if (r.state === 'opened' && r.epoch >= this.epoch) this.openRecovery(r.epoch);
       if (r.state === 'activated' && r.epoch > this.recoveringEpoch) {
@@ -192,6 +190,14 @@ export class Watch {
     // The event's own time; a relay from before `at` existed leaves the latest broker time known.
     const at = this.onTimers ? this.noteBrokerTime(p.at) : legacyNow();
     for (const r of p.replicas) this.noteReplica(r.node, { ...r, stalledSince: r.stalled ? at : null }, at);
+    this.version++;
+  }
+
+  /** The relay's admission signal: the learner added before its generation is admitted. */
+  heardAdmitted(a: AdmittedSignal): void {
+    this.noteGeneration(a.generation);
+    this.admittedAt.set(a.node, Math.max(a.generation, this.admittedAt.get(a.node) ?? -1));
+    if (a.generation > (this.learnerSince.get(a.node) ?? -1)) this.entry(a.node).admitted = true;
     this.version++;
   }
 
@@ -326,8 +332,10 @@ export class Watch {
   /** A learner was added at this generation: admission events older than it are from an earlier learner. */
   learnerAdded(node: string, generation: number): void {
     this.learnerSince.set(node, generation);
-    // An admission newer than the write is this learner's, however early its signal came (ADMITTED_BEFORE_REPLY).
-    this.entry(node).admitted = (this.admittedAt.get(node) ?? -1) > generation && patched(ADMITTED_BEFORE_REPLY);
+    // An admission newer than the write is this learner's, however early its signal came (ADMISSION_KEPT, and
+    // ADMITTED_BEFORE_REPLY for executions from before it).
+    const newer = (this.admittedAt.get(node) ?? -1) > generation;
+    this.entry(node).admitted = newer && (this.admissionKept || patched(ADMITTED_BEFORE_REPLY));
   }
 
   /** Start (or restart, for a new attempt) watching the transfer to `node` (transfers.ts). */
