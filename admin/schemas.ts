@@ -55,8 +55,12 @@ export const NodesQuery = z
 export const MovesQuery = z
   .object({
     ...page,
+    /** Every move in flight fits one page, as the CLI's `moves` reads them. */
+    limit: z.coerce.number().pipe(z.int().min(1).max(10_000)).default(50),
     /** How many ended moves to list besides the running ones. */
     recent: z.coerce.number().pipe(z.int().min(0).max(100)).default(10),
+    /** How long to wait for the page's status queries, in ms (the CLI's `--wait`); the page's own bound when absent. */
+    wait: z.coerce.number().pipe(z.int().min(0).max(60_000)).optional(),
   })
   .strict();
 

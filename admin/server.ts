@@ -342,9 +342,10 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         // Only the page's moves are asked for their status: one that ended since the list is left out of the page, and one
         // that has not answered within PAGE_STATUS_MS shows its last answer (`asOf`), or as visibility lists it (`late`),
         // so the page never waits on the slowest of a busy worker's workflows.
-        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), PAGE_STATUS_MS, answers.heard);
+        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), q.wait ?? PAGE_STATUS_MS, answers.heard);
         const { known, unknown } = answers.late(running, page.late);
         return {
+          source,
           total: running.length,
           offset: q.offset,
           limit: q.limit,

@@ -71,7 +71,7 @@ export async function connect() {
     });
     return cluster;
   };
-  return { client, cluster, taskQueue: settings.taskQueue, needBroker, close: () => connection.close() };
+  return { client, cluster, address: settings.address, taskQueue: settings.taskQueue, needBroker, close: () => connection.close() };
 }
 
 /** Runs `fn` with a connection that is closed afterwards, whatever happens. */

@@ -1,21 +1,23 @@
 /**
- * What `status` and `nodes` compute from the whole topology (under-replicated partitions, every node's scores), taken
- * from the admin service when it runs for the same broker, namespace and task queue: it keeps the topology current
- * from the broker's changes read, where the CLI would read it whole (65 MB and about 2 s at 100,000 partitions), and
- * asks the loop for its status, where the CLI would load a Temporal client first. With no such service answering,
- * the CLI asks Temporal and reads the broker whole itself.
+ * What `status` and `nodes` compute from the whole topology (under-replicated partitions, every node's scores), and
+ * the moves in progress `moves` lists, taken from the admin service when it runs for the same broker, namespace and
+ * task queue: it keeps the topology current from the broker's changes read, where the CLI would read it whole (65 MB
+ * and about 2 s at 100,000 partitions), asks the loop for its status, where the CLI would load a Temporal client
+ * first, and keeps the list of moves and each one's last answer (1,000 in progress took the CLI 3.3 s to list and
+ * ask). With no such service answering, the CLI asks Temporal and reads the broker whole itself.
  */
 import type { Topology } from '../cluster/contract';
 import type { UnderReplicated } from '../planner';
 import { loopUnderReplicated } from '../operations/rebalancer';
 import { byNodeId, type ScoresView } from '../operations/scores';
-import type { RebalancerStatus } from '../rules/definitions';
+import type { EndedMove, MoveInProgress } from '../operations/moves';
+import type { MoveStatus, RebalancerStatus } from '../rules/definitions';
 import { loadAdminEnv, loadEnv, temporalSettings } from '../worker/config';
 import { brokerOf, brokerUnreachable } from './output';
 
-/** Where a view came from: the admin service's model of the broker, or a whole read of the broker. */
+/** Where a view came from: the admin service, a whole read of the broker, or Temporal asked directly (`moves`). */
 export interface ReadFrom {
-  via: 'admin' | 'broker';
+  via: 'admin' | 'broker' | 'temporal';
   url: string;
 }
 
@@ -40,14 +42,16 @@ function ownSource(): { broker: string; namespace: string; taskQueue: string } {
 
 /**
  * `path` of the admin API, or null when no admin service answers it for this broker in time (none listening, another
- * service on the port, another broker or task queue, an error): the caller then reads the broker whole.
+ * service on the port, another broker or task queue, an error): the caller then reads the broker whole. `waitsMs`:
+ * what the path asks the service to wait for, added to the time allowed.
  */
-async function fromAdmin<T>(path: string): Promise<{ reply: T; from: ReadFrom } | null> {
+async function fromAdmin<T>(path: string, waitsMs = 0): Promise<{ reply: T; from: ReadFrom } | null> {
   const { url, token } = adminUrl();
   try {
     const res = await fetch(`${url}${path}`, {
       headers: token ? { authorization: `Bearer ${token}` } : {},
-      signal: AbortSignal.timeout(ADMIN_WAIT_MS),
+      // Beside what the service is asked to wait for itself (the moves' queries).
+      signal: AbortSignal.timeout(ADMIN_WAIT_MS + waitsMs),
     });
     if (!res.ok) return null;
     const reply = (await res.json()) as T & { source?: { broker?: string; namespace?: string; taskQueue?: string } };
@@ -96,6 +100,36 @@ export async function statusView(
   }
   const { status, whole } = await direct();
   return { status, under: loopUnderReplicated(whole, status), from: { via: 'broker', url: brokerOf(loadEnv()).baseUrl } };
+}
+
+/** Moves in progress (those whose status query was late in `late`, or with `asOf` when an earlier answer is shown) and recently ended. */
+export interface MovesView {
+  running: (MoveStatus & { asOf?: string })[];
+  late: MoveInProgress[];
+  ended: EndedMove[];
+}
+
+/** The admin service lists at most this many ended moves (`/api/moves?recent`). */
+const ADMIN_RECENT = 100;
+
+/**
+ * Every move in progress and the `recent` that ended last, from the admin service (one page of every move, its
+ * queries waited for `waitMs`) or from Temporal directly.
+ */
+export async function movesView(recent: number, waitMs: number, direct: () => Promise<{ view: MovesView; address: string }>): Promise<{ view: MovesView; from: ReadFrom }> {
+  type Page = { running: MovesView['running']; late: MoveInProgress[]; recent: EndedMove[]; source: unknown };
+  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=10000&recent=${recent}&wait=${waitMs}`, waitMs) : null;
+  if (admin && Array.isArray(admin.reply.running) && Array.isArray(admin.reply.late) && Array.isArray(admin.reply.recent)) {
+    const { running, late, recent: ended } = admin.reply;
+    return { view: { running, late, ended }, from: admin.from };
+  }
+  const { view, address } = await direct();
+  return { view, from: { via: 'temporal', url: address } };
+}
+
+/** The line `moves` ends with: where its list came from. */
+export function movesFromLine(from: ReadFrom): string {
+  return from.via === 'admin' ? `moves: through the admin service at ${from.url}` : `moves: from Temporal at ${from.url}`;
 }
 
 /** The line `status` and `nodes` end with: where the topology they computed from came from. */

@@ -3,6 +3,7 @@ import { formatBytes } from '../../rules/format';
 import { LastAnswers, listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
 import type { MoveStatus } from '../../rules/definitions';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps, type Connected } from '../output';
+import { movesFromLine, movesView } from '../views';
 import { watchMoves } from '../watch';
 
 function endedRow(m: EndedMove): string[] {
@@ -36,8 +37,8 @@ function untilInterrupted(): { signal: AbortSignal; release: () => void } {
 export function register(program: Command, deps: CommandDeps): void {
   defineCommand(program, 'moves', {
     description:
-      'list every reconfiguration in progress (phase, bytes remaining, blocking reason) and how the most recent ones ended; ' +
-      '--watch follows the running ones live',
+      'list every reconfiguration in progress (phase, bytes remaining, blocking reason) and how the most recent ones ended, ' +
+      'through the admin service when it runs for this broker and task queue (ADMIN_URL), else from Temporal; --watch follows the running ones live',
     examples: ['rebalancer moves --recent 20', 'rebalancer moves --watch'],
   })
     .option('--recent <n>', 'how many ended moves to list', (v) => positiveInt('--recent', v), 10)
@@ -46,8 +47,8 @@ export function register(program: Command, deps: CommandDeps): void {
     .option('--wait <seconds>', "how long to wait for the moves' status answers (each refresh with --watch); one that has not answered is listed as visibility shows it (in `late` with --json), or with --watch keeps its last answer", (v) => positiveInt('--wait', v), 1)
     .action(async (opts: { recent: number; watch?: boolean; every: number; wait: number; json?: boolean }) => {
       const { io } = deps;
-      await withConnection(deps, async (ctx) => {
-        if (opts.watch) {
+      if (opts.watch) {
+        await withConnection(deps, async (ctx) => {
           const interrupt = io.signal ? null : untilInterrupted();
           try {
             await watchMoves(watchedMoves(ctx, opts.wait * 1000), {
@@ -60,22 +61,30 @@ export function register(program: Command, deps: CommandDeps): void {
           } finally {
             interrupt?.release();
           }
-          return;
-        }
-        const [listed, ended] = await Promise.all([listMovesInProgress(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
-        // A busy worker answers a workflow's query only between its workflow tasks: with 1,000 moves in flight the
-        // slowest took 33 s. A move that has not answered within --wait is listed as visibility shows it.
-        const { answered: running, late } = await moveStatusesWithin(ctx.client, listed, opts.wait * 1000);
-        if (opts.json) return io.out(JSON.stringify({ running, late, ended }) + '\n');
-        const answered = new Map(running.map((m) => [m.partition, m]));
-        const unanswered = new Set(late.map((m) => m.partition));
-        const rows = listed.flatMap((l) => {
-          const m = answered.get(l.partition);
-          if (m) return [[m.partition, m.kind, moveLabel(m.from, m.to), m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), m.blockingReason ?? '-']];
-          return unanswered.has(l.partition) ? [[l.partition, l.kind, moveLabel(l.from, l.to), l.phase, '?', '?', `(no status within ${opts.wait} s: phase as visibility lists it)`]] : [];
         });
-        io.out(rows.length === 0 ? 'no moves in progress\n' : table([['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'], ...rows]) + '\n');
-        io.out(ended.length === 0 ? 'no ended moves\n' : `\nrecently ended:\n${table([['PARTITION', 'KIND', 'MOVE', 'ENDED', 'OUTCOME'], ...ended.map(endedRow)])}\n`);
-      });
+        return;
+      }
+      const waitMs = opts.wait * 1000;
+      const { view, from } = await movesView(opts.recent, waitMs, () =>
+        withConnection(deps, async (ctx) => {
+          const [listed, ended] = await Promise.all([listMovesInProgress(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
+          // A busy worker answers a workflow's query only between its workflow tasks: with 1,000 moves in flight the
+          // slowest took 33 s. A move that has not answered within --wait is listed as visibility shows it.
+          const { answered: running, late } = await moveStatusesWithin(ctx.client, listed, waitMs);
+          return { view: { running, late, ended }, address: ctx.address };
+        }),
+      );
+      const { running, late, ended } = view;
+      if (opts.json) return io.out(JSON.stringify({ running, late, ended, readFrom: from }) + '\n');
+      // A move whose query was late shows its last answer (through the admin service) or, never heard from, its
+      // phase as visibility lists it.
+      const asOf = (m: { asOf?: string }) => (m.asOf ? `(as of ${m.asOf.slice(11, 19)}: no answer within ${opts.wait} s) ` : '');
+      const rows = [
+        ...running.map((m) => [m.partition, m.kind, moveLabel(m.from, m.to), m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), asOf(m) + (m.blockingReason ?? '-')]),
+        ...late.map((l) => [l.partition, l.kind, moveLabel(l.from, l.to), l.phase, '?', '?', `(no status within ${opts.wait} s: phase as visibility lists it)`]),
+      ];
+      io.out(rows.length === 0 ? 'no moves in progress\n' : table([['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'], ...rows]) + '\n');
+      io.out(ended.length === 0 ? 'no ended moves\n' : `\nrecently ended:\n${table([['PARTITION', 'KIND', 'MOVE', 'ENDED', 'OUTCOME'], ...ended.map(endedRow)])}\n`);
+      io.out(`\n${movesFromLine(from)}\n`);
     });
 }

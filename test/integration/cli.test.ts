@@ -79,6 +79,20 @@ async function heldMove(partition: string, reason: string) {
   return { from, to };
 }
 
+/** An admin service for `queue` (this file's task queue, or another's) on a free port, and how to stop it. */
+async function adminFor(queue: string): Promise<{ url: string; close: () => Promise<void> }> {
+  const { planner } = rebalancerSettings(loadEnv());
+  const audit = new AuditLog(null);
+  const admin = await startAdmin({ deps: createAdminDeps({ client, cluster: cluster.client, taskQueue: queue, planner }), audit, token: 'cli-test-token-0123456789', host: '127.0.0.1', port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
+  return {
+    url: admin.url,
+    close: async () => {
+      await admin.close();
+      audit.close();
+    },
+  };
+}
+
 /** stdout of a --json run must be exactly one JSON object. */
 function json(out: string): Record<string, unknown> {
   expect(out.trim().split('\n')).toHaveLength(1);
@@ -202,11 +216,7 @@ describe('rebalancer CLI', () => {
 
   it('nodes reads through the admin service that shows this broker and task queue, and reads the broker whole otherwise', async () => {
     type View = { nodes: { node: string; bands: { replicas: { load: number }; owned: { load: number } } }[]; mean: number; readFrom: { via: string; url: string } };
-    const { planner } = rebalancerSettings(loadEnv());
-    const audit = new AuditLog(null);
-    const start = (queue: string) =>
-      startAdmin({ deps: createAdminDeps({ client, cluster: cluster.client, taskQueue: queue, planner }), audit, token: 'cli-test-token-0123456789', host: '127.0.0.1', port: 0, temporalUiUrl: 'http://127.0.0.1:8233', namespace: temporalNamespace() });
-    const [own, other] = [await start(taskQueue), await start(`${taskQueue}-other`)];
+    const [own, other] = [await adminFor(taskQueue), await adminFor(`${taskQueue}-other`)];
     try {
       const whole = json((await cli('nodes', '--json')).out) as unknown as View;
       expect(whole.readFrom).toEqual({ via: 'broker', url: cluster.url });
@@ -225,7 +235,6 @@ describe('rebalancer CLI', () => {
     } finally {
       await own.close();
       await other.close();
-      audit.close();
     }
   });
 
@@ -266,11 +275,31 @@ describe('rebalancer CLI', () => {
     const input = events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!.data!;
     expect(JSON.parse(Buffer.from(input).toString('utf8'))).toMatchObject({ partition, from, to, reason: 'spread load (cli test)' });
 
+    type Listed = { running: { partition: string; kind: string; phase: string }[]; readFrom: { via: string; url: string } };
     const listed = await cli('moves', '--json');
     expect(listed.code).toBe(0);
-    const { running } = json(listed.out) as { running: { partition: string; kind: string; phase: string }[] };
+    const { running, readFrom } = json(listed.out) as Listed;
     expect(running).toContainEqual(expect.objectContaining({ partition, kind: 'follower-move', from, to, phase: 'catching_up' }));
-    expect((await cli('moves')).out).toMatch(new RegExp(`${partition} +follower-move +${from}->${to} +catching_up`));
+    expect(readFrom).toEqual({ via: 'temporal', url: temporalEnv().TEMPORAL_ADDRESS });
+    const row = new RegExp(`${partition} +follower-move +${from}->${to} +catching_up`);
+    expect((await cli('moves')).out).toMatch(row);
+    // Through the admin service for this broker and task queue: the same move, read from the service's list.
+    const [own, other] = [await adminFor(taskQueue), await adminFor(`${taskQueue}-other`)];
+    try {
+      const through = await withEnv({ ADMIN_URL: own.url }, () => cli('moves', '--json'));
+      expect(through.code, through.err).toBe(0);
+      const admin = json(through.out) as Listed;
+      expect(admin.readFrom).toEqual({ via: 'admin', url: own.url });
+      expect(admin.running).toContainEqual(expect.objectContaining({ partition, kind: 'follower-move', from, to, phase: 'catching_up' }));
+      const text = (await withEnv({ ADMIN_URL: own.url }, () => cli('moves'))).out;
+      expect(text).toMatch(row);
+      expect(text).toMatch(new RegExp(`^moves: through the admin service at ${own.url}$`, 'm'));
+      // Another task queue's service lists another rebalancer's moves: the CLI asks Temporal itself.
+      expect((json((await withEnv({ ADMIN_URL: other.url }, () => cli('moves', '--json'))).out) as Listed).readFrom.via).toBe('temporal');
+    } finally {
+      await own.close();
+      await other.close();
+    }
 
     const line = new RegExp(`^${partition} follower-move ${from}->${to} \\d+% catching_up`, 'm');
     const watched = await watchUntil((out) => line.test(out));
