@@ -35,7 +35,7 @@ export interface RebalancerView {
   excluded: HoldView[];
   /** Ticks of the loop since it first ran; null when no loop runs. */
   ticks: number | null;
-  /** Present when the loop did not answer within a second (busy): this is its last answer, given at this ISO time. */
+  /** Present when the loop did not answer in time (busy): this is its last answer, given at this ISO time. */
   asOf?: string;
 }
 
@@ -107,7 +107,7 @@ export interface AdminDeps {
     status(): Promise<RebalancerView>;
     /**
      * The loop's status query as it answers (what `rebalancer status --json` prints), or null when no loop runs; its last
-     * answer with `asOf` (ISO) when it did not answer within a second.
+     * answer with `asOf` (ISO) when it did not answer in time.
      */
     loop(): Promise<(RebalancerStatus & { asOf?: string }) | null>;
     pause(by: Requester): Promise<RebalancerView>;

@@ -67,8 +67,8 @@ function withoutBasis(plan: ProposedPlan | null): Omit<ProposedPlan, 'basis'> | 
 
 const ABSENT: RebalancerView = { state: 'absent', pausedBy: null, reason: null, since: null, waitingFor: null, startedByKind: {}, pinned: [], excluded: [], mode: null, pendingPlan: null, approved: null, ticks: null };
 
-/** How long a page waits for the loop's status query before it shows the last answer. */
-const LOOP_ANSWER_MS = 1_000;
+/** How long a page waits for the loop's status query before it shows the last answer (as PAGE_STATUS_MS, and why). */
+const LOOP_ANSWER_MS = 300;
 
 export function createAdminDeps(src: AdminSources): AdminDeps {
   const { client, cluster, taskQueue, planner } = src;
@@ -82,7 +82,7 @@ export function createAdminDeps(src: AdminSources): AdminDeps {
    */
   const endedDrains = new Map<string, DrainDecisions>();
   const loopStatus = () => loopStatusIfAny(client, scope);
-  /** The loop as pages see it: asked at most a second (as the moves page's queries), its last answer after that. */
+  /** The loop as pages see it: waited for LOOP_ANSWER_MS, its last answer after that. */
   const loopAnswer = new LatestAnswer(loopStatus, LOOP_ANSWER_MS);
   const latestLoop = async (): Promise<{ loop: RebalancerStatus | null; asOf?: string }> => {
     const answer = await loopAnswer.get();

@@ -21,6 +21,7 @@ import { loadavg } from 'node:os';
 import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { chromium } from 'playwright-core';
+import { PAGE_STATUS_MS } from '../admin/server';
 import { rebalancerStatus } from '../operations/rebalancer';
 import { rebalancerWorkflowId } from '../rules/definitions';
 import { run as runMoves } from './moves';
@@ -275,7 +276,7 @@ export async function run(args: string[]): Promise<void> {
     row('rebalancer moves --json, ms', result.commandsMs.moves, `target ${TARGETS.commandMs} ms`);
     row('admin /api/status, ms', result.adminApiMs.status, '');
     row('admin /api/nodes, ms', result.adminApiMs.nodes, '');
-    row('admin /api/moves (a page of 50), ms', result.adminApiMs.moves, 'waits at most 1 s for its queries');
+    row('admin /api/moves (a page of 50), ms', result.adminApiMs.moves, `waits at most ${PAGE_STATUS_MS} ms for its queries`);
     row('admin /api/history, ms', result.adminApiMs.history, '');
     row('npm start process RSS, MB', result.startProcessRssMb, 'worker, loop and admin service');
     row('moves in flight when sampled', result.movesInFlight.sampled, `${inFlightAtDashboard} when the dashboard opened`);

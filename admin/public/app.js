@@ -274,7 +274,7 @@ function progressBar(m) {
 }
 
 // A move whose status query did not answer in time (a busy worker): its phase as Temporal's visibility lists it.
-const LATE = 'its status did not answer within a second (the worker is busy): phase as Temporal lists it';
+const LATE = 'its status did not answer in time (the worker is busy): phase as Temporal lists it';
 
 // A move whose query did not answer this time shows its last answer, with when it came.
 const asOf = (m) => (m.asOf ? `as of ${new Date(m.asOf).toLocaleTimeString()} (the worker is busy): ` : '');

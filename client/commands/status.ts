@@ -44,8 +44,8 @@ function describe(s: RebalancerStatus & { asOf?: string }, under: UnderReplicate
     `ticks:          ${s.ticks} (every ${s.settings.tickMs} ms)`,
   ];
   if (s.lastResumed) lines.splice(1, 0, `last resumed:   by ${s.lastResumed.by} at ${new Date(s.lastResumed.at).toISOString()}: ${s.lastResumed.reason}`);
-  // The admin service waits a second for the loop's answer, then gives its last one.
-  if (s.asOf) lines.splice(1, 0, `as of:          ${s.asOf} (the loop, busy, did not answer within a second: its last answer)`);
+  // The admin service waits a moment for the loop's answer, then gives its last one.
+  if (s.asOf) lines.splice(1, 0, `as of:          ${s.asOf} (the loop, busy, did not answer in time: its last answer)`);
   if (s.settings.mode === 'propose') lines.splice(1, 0, `mode:           propose (moves start only when a plan is approved)`);
   const approval = s.approval;
   if (approval?.approved) lines.push(`approved plan:  ${approval.approved.planId}, ${approval.approved.steps.length} step(s) not yet started`);
