@@ -109,7 +109,8 @@ export interface MovesView {
   ended: EndedMove[];
 }
 
-/** The admin service lists at most this many ended moves (`/api/moves?recent`). */
+/** The admin API's largest page of moves, and of ended moves (`/api/moves?limit&recent`). */
+const MOVES_PAGE = 10_000;
 const ADMIN_RECENT = 100;
 
 /**
@@ -117,9 +118,10 @@ const ADMIN_RECENT = 100;
  * queries waited for `waitMs`) or from Temporal directly.
  */
 export async function movesView(recent: number, waitMs: number, direct: () => Promise<{ view: MovesView; address: string }>): Promise<{ view: MovesView; from: ReadFrom }> {
-  type Page = { running: MovesView['running']; late: MoveInProgress[]; recent: EndedMove[]; source: unknown };
-  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=10000&recent=${recent}&wait=${waitMs}`, waitMs) : null;
-  if (admin && Array.isArray(admin.reply.running) && Array.isArray(admin.reply.late) && Array.isArray(admin.reply.recent)) {
+  type Page = { running: MovesView['running']; late: MoveInProgress[]; recent: EndedMove[]; total: number; source: unknown };
+  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=${MOVES_PAGE}&recent=${recent}&wait=${waitMs}`, waitMs) : null;
+  // Every move in one page, or the CLI lists them itself.
+  if (admin && admin.reply.total <= MOVES_PAGE && Array.isArray(admin.reply.running) && Array.isArray(admin.reply.late) && Array.isArray(admin.reply.recent)) {
     const { running, late, recent: ended } = admin.reply;
     return { view: { running, late, ended }, from: admin.from };
   }
