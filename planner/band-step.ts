@@ -82,6 +82,10 @@ export function balanceBands(tp: TickPlanner): void {
         if (lose + mostExcess < minImprovement && sourceAfter > 0) continue;
         for (const r of rs) {
           if (r.index === s.index) continue;
+          // The fit first: it is cheap, and a copy that fits worse than the best so far loses before the costlier
+          // checks (a step held back or deferred here is named only when no copy is proposed, so none is missed).
+          const near = meter.bandFit(p, s, r);
+          if (best !== null && near < best.near - NEAR_TOLERANCE) continue;
           const receiverAfter = meter.copyExcess(r, p, 1);
           const gain = lose + exc[r.index]! - receiverAfter;
           // The margin, or a move that takes neither node further outside any band: the excess outside the bands
@@ -105,7 +109,6 @@ export function balanceBands(tp: TickPlanner): void {
               continue;
             }
           }
-          const near = meter.bandFit(p, s, r);
           if (best === null || near > best.near + NEAR_TOLERANCE || (near >= best.near - NEAR_TOLERANCE && cheaper(bytes, gain, best))) best = { p, s, r, gain, bytes, near };
         }
       }
