@@ -78,6 +78,11 @@ export class TickPlanner {
   /** Steady deviation from the mean and the receiver's deviation (sync included) per node, refreshed per proposal. */
   readonly devs: Float64Array;
   readonly recvDevs: Float64Array;
+  /**
+   * `ClusterState.ownerGap` per node, refreshed with the deviations: the follower step weighs every node with it per
+   * proposal, and computed each time it was the hottest line of a plan at 100,000 partitions.
+   */
+  private readonly ownerGaps: Float64Array;
 
   constructor(
     readonly st: ClusterState,
@@ -113,6 +118,7 @@ export class TickPlanner {
     for (const p of st.handingOff) for (const r of st.retainedAt(p)?.keys() ?? []) this.awaitingFreed.add(r);
     this.devs = new Float64Array(st.nodes.length);
     this.recvDevs = new Float64Array(st.nodes.length);
+    this.ownerGaps = new Float64Array(st.nodes.length);
     this.refresh(...st.nodes);
   }
 
@@ -125,6 +131,7 @@ export class TickPlanner {
       const d = this.st.steady(n) - this.st.mean;
       this.devs[n.index] = d;
       this.recvDevs[n.index] = d + this.st.syncTerm(n);
+      this.ownerGaps[n.index] = this.st.ownerGap(n);
     }
   }
 
@@ -303,7 +310,7 @@ export class TickPlanner {
    * on owner roles, and copies sent to make that up would take it past its replica band.
    */
   copyRecvDev(n: NodeState): number {
-    return this.recvDev(n) + Math.max(0, this.st.ownerGap(n));
+    return this.recvDev(n) + Math.max(0, this.ownerGaps[n.index]!);
   }
 
   /**
@@ -313,7 +320,7 @@ export class TickPlanner {
    * below its replica band.
    */
   copySrcDev(n: NodeState): number {
-    return this.dev(n) + Math.min(0, this.st.ownerGap(n));
+    return this.dev(n) + Math.min(0, this.ownerGaps[n.index]!);
   }
 
   followerMove(p: number, from: NodeState, to: NodeState, reason: string): void {
