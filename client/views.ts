@@ -129,12 +129,8 @@ export async function movesView(recent: number, waitMs: number, direct: () => Pr
   return { view, from: { via: 'temporal', url: address } };
 }
 
-/** The line `moves` ends with: where its list came from. */
-export function movesFromLine(from: ReadFrom): string {
-  return from.via === 'admin' ? `moves: through the admin service at ${from.url}` : `moves: from Temporal at ${from.url}`;
-}
-
-/** The line `status` and `nodes` end with: where the topology they computed from came from. */
-export function readFromLine(from: ReadFrom): string {
-  return from.via === 'admin' ? `topology: through the admin service at ${from.url}` : `topology: read whole from the broker at ${from.url}`;
+/** The line a view's output ends with: where what it shows (`topology`, or the `moves` list) came from. */
+export function readFromLine(from: ReadFrom, what: 'topology' | 'moves' = 'topology'): string {
+  const where = { admin: 'through the admin service at', broker: 'read whole from the broker at', temporal: 'from Temporal at' }[from.via];
+  return `${what}: ${where} ${from.url}`;
 }

@@ -3,7 +3,7 @@ import { formatBytes } from '../../rules/format';
 import { LastAnswers, listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
 import type { MoveStatus } from '../../rules/definitions';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps, type Connected } from '../output';
-import { movesFromLine, movesView } from '../views';
+import { movesView, readFromLine } from '../views';
 import { watchMoves } from '../watch';
 
 function endedRow(m: EndedMove): string[] {
@@ -85,6 +85,6 @@ export function register(program: Command, deps: CommandDeps): void {
       ];
       io.out(rows.length === 0 ? 'no moves in progress\n' : table([['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'], ...rows]) + '\n');
       io.out(ended.length === 0 ? 'no ended moves\n' : `\nrecently ended:\n${table([['PARTITION', 'KIND', 'MOVE', 'ENDED', 'OUTCOME'], ...ended.map(endedRow)])}\n`);
-      io.out(`\n${movesFromLine(from)}\n`);
+      io.out(`\n${readFromLine(from, 'moves')}\n`);
     });
 }
