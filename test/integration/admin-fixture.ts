@@ -15,8 +15,9 @@ import { createAdminDeps } from '../../admin/wiring';
 import type { SimConfig } from '../../cluster/sim/types';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import type { PlannerConfig } from '../../planner/types';
+import { rebalancerStatusQuery } from '../../rules/definitions';
 import { createRebalancerWorker } from '../../worker/worker';
-import { connectClient, logger, startTestCluster, temporalAddress, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
+import { connectClient, eventually, logger, startTestCluster, temporalAddress, temporalNamespace, TEST_RELAY_TUNING, type TestCluster } from './helpers';
 
 export const TOKEN = 'test-admin-token-0123456789';
 
@@ -57,6 +58,9 @@ export async function startAdminFixture(options: {
     rebalancer: { planner, tickMs: 3_600_000, ticksPerRun: 100 },
   });
   const running = w.run();
+  // Its first tick reads the cluster: the partitions come after it, or the loop may plan their moves at once.
+  const loop = client.workflow.getHandle(w.rebalancerWorkflowId!);
+  await eventually('the loop\'s first tick', async () => ((await loop.query(rebalancerStatusQuery)).lastPlan !== null ? true : undefined));
   for (const [i, id] of options.partitions.entries()) {
     const n = options.nodes ?? 5;
     await cluster.client.createPartition({ id, replicas: [0, 1, 2].map((k) => `n${((i + k) % n) + 1}`) });
