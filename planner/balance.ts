@@ -46,26 +46,20 @@ export function smallest(items: NodeState[], by: Float64Array, sign: 1 | -1, k: 
  */
 export function balanceFollowers(tp: TickPlanner): void {
   const { threshold: t, minImprovement } = tp.ctx.config;
+  // Ranked once per step and kept so: a proposal changes its two nodes only, and a full plan makes thousands of
+  // proposals on 1,000 nodes, where ranking every node again for each was the step's largest cost.
+  const above = new Ranked(tp.devs, -1, SOURCES_PER_PROPOSAL, (n) => tp.st.stays(n) && !tp.cooling(n) && !tp.excluded(n) && tp.dev(n) > 0, tp.st.nodes);
+  const allReceivers = new Ranked(tp.recvDevs, 1, SOURCES_PER_PROPOSAL, (n) => tp.receiverOk(n) && tp.copyRecvDev(n) < 0, tp.st.nodes);
   while (tp.free > 0) {
-    // One pass over the nodes per proposal: a full plan makes thousands of proposals on 1,000 nodes.
-    const allReceivers: NodeState[] = [];
-    const above: NodeState[] = [];
-    let smallestReceiver: NodeState | null = null;
-    for (const n of tp.st.nodes) {
-      if (tp.receiverOk(n) && tp.copyRecvDev(n) < 0) {
-        allReceivers.push(n);
-        if (smallestReceiver === null || n.capMin < smallestReceiver.capMin) smallestReceiver = n;
-      }
-      if (tp.st.stays(n) && !tp.cooling(n) && !tp.excluded(n) && tp.dev(n) > 0) above.push(n);
-    }
-    const sources = smallest(above, tp.devs, -1, SOURCES_PER_PROPOSAL);
-    const receivers = smallest(allReceivers, tp.recvDevs, 1, SOURCES_PER_PROPOSAL);
+    const sources = above.first();
+    const receivers = allReceivers.first();
     const over = sources.length > 0 && tp.dev(sources[0]!) > t;
     if (sources.length === 0 || receivers.length === 0 || !tp.outsideBand(Math.max(...sources.map((n) => tp.copySrcDev(n))), tp.copyRecvDev(receivers[0]!))) {
       tp.noteOutsideBand();
       return;
     }
-    const minRecvCap = smallestReceiver!.capMin;
+    let minRecvCap = Infinity;
+    for (const n of allReceivers.nodes) minRecvCap = Math.min(minRecvCap, n.capMin);
     let best: Candidate | null = null;
     /** The best retained copy an owner holds, taken only where nothing but whole copies could move otherwise. */
     let freed: Candidate | null = null;
@@ -73,7 +67,7 @@ export function balanceFollowers(tp: TickPlanner): void {
     // the first source with a candidate. A source at or below the mean may give one too while it stays inside the band
     // (`better` then wants the receiver below the band): the copy costs only what it lacks, where one from a node
     // above the mean would cost its whole history.
-    for (const r of allReceivers) {
+    for (const r of tp.st.retainedOn.size === 0 ? [] : allReceivers.nodes) {
       for (const p of tp.st.retainedOn.get(r.index) ?? []) {
         if (!tp.partFree(p)) {
           tp.notePinned(p);
@@ -140,6 +134,72 @@ export function balanceFollowers(tp: TickPlanner): void {
       tp.awaitingFreed.add(r.index);
       tp.handoff(p, s, via, `frees ${s.id}'s copy of ${tp.st.id(p)} to move to ${r.id}, which holds a retained copy of it, as a follower's: ${why}`);
     }
+    for (const n of via === undefined ? [s, r] : [s, via]) {
+      above.update(n);
+      allReceivers.update(n);
+    }
+  }
+}
+
+/**
+ * The nodes that pass `admits`, and the first `k` of them in the order `smallest` gives (ascending `sign` times their
+ * entry in `by`, equal keys in node order), kept so as nodes change: `update` places a changed node again, and the
+ * first `k` are taken again only when a node leaves them for a place that may not be among them.
+ */
+export class Ranked {
+  /** In node order. */
+  readonly nodes: NodeState[];
+  private top: NodeState[] | null = null;
+
+  constructor(
+    private readonly by: Float64Array,
+    private readonly sign: 1 | -1,
+    private readonly k: number,
+    private readonly admits: (n: NodeState) => boolean,
+    all: readonly NodeState[],
+  ) {
+    this.nodes = all.filter(admits);
+  }
+
+  first(): NodeState[] {
+    this.top ??= smallest(this.nodes, this.by, this.sign, this.k);
+    return this.top;
+  }
+
+  /** n ranks before m. */
+  private before(n: NodeState, m: NodeState): boolean {
+    const [v, w] = [this.sign * this.by[n.index]!, this.sign * this.by[m.index]!];
+    return v < w || (v === w && n.index < m.index);
+  }
+
+  update(n: NodeState): void {
+    const at = this.nodes.indexOf(n);
+    if (at >= 0) this.nodes.splice(at, 1);
+    const admitted = this.admits(n);
+    if (admitted) {
+      let lo = 0;
+      let hi = this.nodes.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (this.nodes[mid]!.index < n.index) lo = mid + 1;
+        else hi = mid;
+      }
+      this.nodes.splice(lo, 0, n);
+    }
+    const top = this.top;
+    if (top === null) return;
+    const full = top.length === this.k;
+    const was = top.indexOf(n);
+    if (was >= 0) top.splice(was, 1);
+    // Every node left out ranks after the last of the first k: n may take a place before it, else (when n was
+    // among them and they were all of it) the k-th is unknown.
+    const last = top[top.length - 1];
+    if (admitted && (!full || (last !== undefined && this.before(n, last)))) {
+      let i = 0;
+      while (i < top.length && this.before(top[i]!, n)) i++;
+      top.splice(i, 0, n);
+      if (top.length > this.k) top.pop();
+    } else if (was >= 0 && full) this.top = null;
   }
 }
 
@@ -247,15 +307,16 @@ export function balanceOwners(tp: TickPlanner): void {
         const count = tp.st.followersInto(p, followers);
         for (let k = 0; k < count; k++) {
           const f = followers[k]!;
-          const d = tp.st.nodes[f]!;
-          if (!tp.st.stays(d) || d.suspended || tp.excluded(d) || tp.ctx.formerOwners.get(p)?.has(f)) continue;
-          const b = od(d);
-          const td = tp.dev(d);
+          // `owned` holds every node that stays and is not excluded, the only followers weighed (checked next).
+          const b = owned[f]!;
+          const td = tp.dev(tp.st.nodes[f]!);
           // What the weighing below passes at all: a pair from above the mean to below it by the total, one of them
           // outside the band; a receiver below the mean in owned partitions, one of them outside the band; or a
           // node outside its owned or traffic band, which a handoff may mend. A balanced cluster has none of these,
           // and weighing its every owner role with every follower took most of a tick at 100,000 partitions.
           if (!(ts > 0 && td < 0 && tp.outsideBand(ts, td)) && !(b < 0 && tp.outsideBand(a, b)) && outside[s.index] === 0 && outside[f] === 0) continue;
+          const d = tp.st.nodes[f]!;
+          if (!tp.st.stays(d) || d.suspended || tp.excluded(d) || tp.ctx.formerOwners.get(p)?.has(f)) continue;
           // No handoff takes a node further outside the owned or traffic band, by the total score either: one that did,
           // a later handoff brought back, for ever (since zone shares, a zone's only node is no longer above the band
           // for holding what its zone must).
