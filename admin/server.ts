@@ -346,10 +346,12 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
         // Only the page's moves are asked for their status: one that ended since the list is left out of the page, and one
         // that has not answered within PAGE_STATUS_MS shows its last answer (`asOf`), or as visibility lists it (`late`),
         // so the page never waits on the slowest of a busy worker's workflows.
-        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), q.wait ?? PAGE_STATUS_MS, answers.heard);
+        const waitedMs = q.wait ?? PAGE_STATUS_MS;
+        const page = await deps.statuses(running.slice(q.offset, q.offset + q.limit), waitedMs, answers.heard);
         const { known, unknown } = answers.late(running, page.late);
         return {
           source,
+          waitedMs,
           total: running.length,
           offset: q.offset,
           limit: q.limit,

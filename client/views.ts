@@ -113,20 +113,30 @@ export interface MovesView {
 const MOVES_PAGE = 10_000;
 const ADMIN_RECENT = 100;
 
+/** How long `moves` waits for the moves' status answers from Temporal unless told: a late one shows only its phase. */
+export const DIRECT_WAIT_MS = 1_000;
+
 /**
  * Every move in progress and the `recent` that ended last, from the admin service (one page of every move, its
- * queries waited for `waitMs`) or from Temporal directly.
+ * queries waited for `waitMs`, or the service's page bound when not given: a move late there shows its last answer)
+ * or from Temporal directly (waited for `waitMs`, DIRECT_WAIT_MS when not given); `waitedMs`, how long it was.
  */
-export async function movesView(recent: number, waitMs: number, direct: () => Promise<{ view: MovesView; address: string }>): Promise<{ view: MovesView; from: ReadFrom }> {
-  type Page = { running: MovesView['running']; late: MoveInProgress[]; recent: EndedMove[]; total: number; source: unknown };
-  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=${MOVES_PAGE}&recent=${recent}&wait=${waitMs}`, waitMs) : null;
+export async function movesView(
+  recent: number,
+  waitMs: number | undefined,
+  direct: (waitMs: number) => Promise<{ view: MovesView; address: string }>,
+): Promise<{ view: MovesView; from: ReadFrom; waitedMs: number }> {
+  type Page = { running: MovesView['running']; late: MoveInProgress[]; recent: EndedMove[]; total: number; waitedMs?: number; source: unknown };
+  const wait = waitMs === undefined ? '' : `&wait=${waitMs}`;
+  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=${MOVES_PAGE}&recent=${recent}${wait}`, waitMs ?? DIRECT_WAIT_MS) : null;
   // Every move in one page, or the CLI lists them itself.
   if (admin && admin.reply.total <= MOVES_PAGE && Array.isArray(admin.reply.running) && Array.isArray(admin.reply.late) && Array.isArray(admin.reply.recent)) {
     const { running, late, recent: ended } = admin.reply;
-    return { view: { running, late, ended }, from: admin.from };
+    return { view: { running, late, ended }, from: admin.from, waitedMs: admin.reply.waitedMs ?? waitMs ?? DIRECT_WAIT_MS };
   }
-  const { view, address } = await direct();
-  return { view, from: { via: 'temporal', url: address } };
+  const waitedMs = waitMs ?? DIRECT_WAIT_MS;
+  const { view, address } = await direct(waitedMs);
+  return { view, from: { via: 'temporal', url: address }, waitedMs };
 }
 
 /** The line a view's output ends with: where what it shows (`topology`, or the `moves` list) came from. */

@@ -3,7 +3,7 @@ import { formatBytes } from '../../rules/format';
 import { LastAnswers, listMovesInProgress, moveStatusesWithin, recentMoves, type EndedMove } from '../../operations/moves';
 import type { MoveStatus } from '../../rules/definitions';
 import { defineCommand, moveLabel, outcomeLine, positiveInt, table, withConnection, type CommandDeps, type Connected } from '../output';
-import { movesView, readFromLine } from '../views';
+import { DIRECT_WAIT_MS, movesView, readFromLine } from '../views';
 import { watchMoves } from '../watch';
 
 function endedRow(m: EndedMove): string[] {
@@ -44,14 +44,19 @@ export function register(program: Command, deps: CommandDeps): void {
     .option('--recent <n>', 'how many ended moves to list', (v) => positiveInt('--recent', v), 10)
     .option('--watch', 'follow the running moves live (a progress bar each on a terminal, lines otherwise) until Ctrl-C')
     .option('--every <seconds>', 'with --watch: refresh every this many seconds', (v) => positiveInt('--every', v), 1)
-    .option('--wait <seconds>', "how long to wait for the moves' status answers (each refresh with --watch); one that has not answered is listed as visibility shows it (in `late` with --json), or with --watch keeps its last answer", (v) => positiveInt('--wait', v), 1)
-    .action(async (opts: { recent: number; watch?: boolean; every: number; wait: number; json?: boolean }) => {
+    .option(
+      '--wait <seconds>',
+      "how long to wait for the moves' status answers (each refresh with --watch); one that has not answered is listed as visibility shows it " +
+        '(in `late` with --json), or with its last answer (through the admin service, and with --watch); default 1 s, through the admin service its page bound (0.3 s)',
+      (v) => positiveInt('--wait', v),
+    )
+    .action(async (opts: { recent: number; watch?: boolean; every: number; wait?: number; json?: boolean }) => {
       const { io } = deps;
       if (opts.watch) {
         await withConnection(deps, async (ctx) => {
           const interrupt = io.signal ? null : untilInterrupted();
           try {
-            await watchMoves(watchedMoves(ctx, opts.wait * 1000), {
+            await watchMoves(watchedMoves(ctx, opts.wait === undefined ? DIRECT_WAIT_MS : opts.wait * 1000), {
               everyMs: opts.every * 1000,
               signal: io.signal ?? interrupt!.signal,
               terminal: io.terminal,
@@ -64,8 +69,7 @@ export function register(program: Command, deps: CommandDeps): void {
         });
         return;
       }
-      const waitMs = opts.wait * 1000;
-      const { view, from } = await movesView(opts.recent, waitMs, () =>
+      const { view, from, waitedMs } = await movesView(opts.recent, opts.wait === undefined ? undefined : opts.wait * 1000, (waitMs) =>
         withConnection(deps, async (ctx) => {
           const [listed, ended] = await Promise.all([listMovesInProgress(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
           // A busy worker answers a workflow's query only between its workflow tasks: with 1,000 moves in flight the
@@ -75,13 +79,13 @@ export function register(program: Command, deps: CommandDeps): void {
         }),
       );
       const { running, late, ended } = view;
-      if (opts.json) return io.out(JSON.stringify({ running, late, ended, readFrom: from }) + '\n');
+      if (opts.json) return io.out(JSON.stringify({ running, late, ended, readFrom: from, waitedMs }) + '\n');
       // A move whose query was late shows its last answer (through the admin service) or, never heard from, its
       // phase as visibility lists it.
-      const asOf = (m: { asOf?: string }) => (m.asOf ? `(as of ${m.asOf.slice(11, 19)}: no answer within ${opts.wait} s) ` : '');
+      const asOf = (m: { asOf?: string }) => (m.asOf ? `(as of ${m.asOf.slice(11, 19)}: no answer within ${waitedMs / 1000} s) ` : '');
       const rows = [
         ...running.map((m) => [m.partition, m.kind, moveLabel(m.from, m.to), m.phase, formatBytes(m.bytesRemaining), String(m.boundary ?? '-'), asOf(m) + (m.blockingReason ?? '-')]),
-        ...late.map((l) => [l.partition, l.kind, moveLabel(l.from, l.to), l.phase, '?', '?', `(no status within ${opts.wait} s: phase as visibility lists it)`]),
+        ...late.map((l) => [l.partition, l.kind, moveLabel(l.from, l.to), l.phase, '?', '?', `(no status within ${waitedMs / 1000} s: phase as visibility lists it)`]),
       ];
       io.out(rows.length === 0 ? 'no moves in progress\n' : table([['PARTITION', 'KIND', 'MOVE', 'PHASE', 'REMAINING', 'BOUNDARY', 'BLOCKED ON'], ...rows]) + '\n');
       io.out(ended.length === 0 ? 'no ended moves\n' : `\nrecently ended:\n${table([['PARTITION', 'KIND', 'MOVE', 'ENDED', 'OUTCOME'], ...ended.map(endedRow)])}\n`);

@@ -275,12 +275,13 @@ describe('rebalancer CLI', () => {
     const input = events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!.data!;
     expect(JSON.parse(Buffer.from(input).toString('utf8'))).toMatchObject({ partition, from, to, reason: 'spread load (cli test)' });
 
-    type Listed = { running: { partition: string; kind: string; phase: string }[]; readFrom: { via: string; url: string } };
+    type Listed = { running: { partition: string; kind: string; phase: string }[]; readFrom: { via: string; url: string }; waitedMs: number };
     const listed = await cli('moves', '--json');
     expect(listed.code).toBe(0);
     const { running, readFrom } = json(listed.out) as Listed;
     expect(running).toContainEqual(expect.objectContaining({ partition, kind: 'follower-move', from, to, phase: 'catching_up' }));
     expect(readFrom).toEqual({ via: 'temporal', url: temporalEnv().TEMPORAL_ADDRESS });
+    expect((json(listed.out) as Listed).waitedMs).toBe(1_000);
     const row = new RegExp(`${partition} +follower-move +${from}->${to} +catching_up`);
     expect((await cli('moves')).out).toMatch(row);
     // Through the admin service for this broker and task queue: the same move, read from the service's list.
@@ -290,6 +291,9 @@ describe('rebalancer CLI', () => {
       expect(through.code, through.err).toBe(0);
       const admin = json(through.out) as Listed;
       expect(admin.readFrom).toEqual({ via: 'admin', url: own.url });
+      // A move late there shows its last answer: the service's page bound, not a second, unless --wait says.
+      expect(admin.waitedMs).toBe(300);
+      expect((json((await withEnv({ ADMIN_URL: own.url }, () => cli('moves', '--json', '--wait', '2'))).out) as Listed).waitedMs).toBe(2_000);
       expect(admin.running).toContainEqual(expect.objectContaining({ partition, kind: 'follower-move', from, to, phase: 'catching_up' }));
       const text = (await withEnv({ ADMIN_URL: own.url }, () => cli('moves'))).out;
       expect(text).toMatch(row);
