@@ -40,6 +40,9 @@ export class LatestAnswer<T> {
   /** A fresh answer when it comes within the bound; the last one otherwise; the fresh one, however late, when none came yet. */
   async get(): Promise<Answer<T>> {
     if (this.last !== null && Date.now() < this.freshUntil) return { ...this.last, late: false };
+    // A question an earlier page asked may fail in this page's bound (a query timed out after seconds on a busy
+    // worker): that failure is not this page's, which shows the last answer; the next page asks again.
+    const shared = this.pending !== null;
     const asked = (this.pending ??= this.ask()
       .then((value) => {
         this.last = { value, at: Date.now() };
@@ -51,7 +54,7 @@ export class LatestAnswer<T> {
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<null>((r) => (timer = setTimeout(() => r(null), this.withinMs)));
     // A question that fails after the bound is dropped (`pending` cleared): the next page asks again.
-    const fresh = await Promise.race([asked, bound]);
+    const fresh = await Promise.race([shared ? asked.catch(() => null) : asked, bound]);
     clearTimeout(timer);
     if (fresh !== null) return { ...fresh, late: false };
     return { ...this.last, late: true };

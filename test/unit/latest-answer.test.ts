@@ -50,6 +50,27 @@ describe('the latest answer within a bound', () => {
     expect(late).toMatchObject({ value: 'paused', late: true });
   });
 
+  it("a question an earlier page asked that fails in a later page's bound gives that page the last answer; the next page asks again", async () => {
+    const s = source();
+    const latest = new LatestAnswer(s.ask, 50);
+    const first = latest.get();
+    s.waiting[0]!('running');
+    await first;
+    // Asked, and not answered within the bound: the last answer, late.
+    expect(await latest.get()).toMatchObject({ value: 'running', late: true });
+    expect(s.waiting).toHaveLength(2);
+    // The next page shares that question, which fails (a query timed out) while it waits.
+    const page = latest.get();
+    expect(s.waiting).toHaveLength(2);
+    s.failing[1]!(new Error('query timed out'));
+    expect(await page).toMatchObject({ value: 'running', late: true });
+    // Its own question failing in time fails the page.
+    const next = latest.get();
+    expect(s.waiting).toHaveLength(3);
+    s.failing[2]!(new Error('no poller'));
+    await expect(next).rejects.toThrow('no poller');
+  });
+
   it('gives an answer younger than its freshness without asking, and asks again once told to forget it', async () => {
     const s = source();
     const latest = new LatestAnswer(s.ask, 30, 60_000);
