@@ -128,15 +128,15 @@ export async function movesView(
 ): Promise<{ view: MovesView; from: ReadFrom; waitedMs: number }> {
   type Page = { running: MovesView['running']; late: MoveInProgress[]; recent: EndedMove[]; total: number; waitedMs?: number; source: unknown };
   const wait = waitMs === undefined ? '' : `&wait=${waitMs}`;
-  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=${MOVES_PAGE}&recent=${recent}${wait}`, waitMs ?? DIRECT_WAIT_MS) : null;
+  const directWaitMs = waitMs ?? DIRECT_WAIT_MS;
+  const admin = recent <= ADMIN_RECENT ? await fromAdmin<Page>(`/api/moves?limit=${MOVES_PAGE}&recent=${recent}${wait}`, directWaitMs) : null;
   // Every move in one page, or the CLI lists them itself.
   if (admin && admin.reply.total <= MOVES_PAGE && Array.isArray(admin.reply.running) && Array.isArray(admin.reply.late) && Array.isArray(admin.reply.recent)) {
     const { running, late, recent: ended } = admin.reply;
-    return { view: { running, late, ended }, from: admin.from, waitedMs: admin.reply.waitedMs ?? waitMs ?? DIRECT_WAIT_MS };
+    return { view: { running, late, ended }, from: admin.from, waitedMs: admin.reply.waitedMs ?? directWaitMs };
   }
-  const waitedMs = waitMs ?? DIRECT_WAIT_MS;
-  const { view, address } = await direct(waitedMs);
-  return { view, from: { via: 'temporal', url: address }, waitedMs };
+  const { view, address } = await direct(directWaitMs);
+  return { view, from: { via: 'temporal', url: address }, waitedMs: directWaitMs };
 }
 
 /** The line a view's output ends with: where what it shows (`topology`, or the `moves` list) came from. */

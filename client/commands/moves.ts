@@ -52,11 +52,12 @@ export function register(program: Command, deps: CommandDeps): void {
     )
     .action(async (opts: { recent: number; watch?: boolean; every: number; wait?: number; json?: boolean }) => {
       const { io } = deps;
+      const waitMs = opts.wait === undefined ? undefined : opts.wait * 1000;
       if (opts.watch) {
         await withConnection(deps, async (ctx) => {
           const interrupt = io.signal ? null : untilInterrupted();
           try {
-            await watchMoves(watchedMoves(ctx, opts.wait === undefined ? DIRECT_WAIT_MS : opts.wait * 1000), {
+            await watchMoves(watchedMoves(ctx, waitMs ?? DIRECT_WAIT_MS), {
               everyMs: opts.every * 1000,
               signal: io.signal ?? interrupt!.signal,
               terminal: io.terminal,
@@ -69,12 +70,12 @@ export function register(program: Command, deps: CommandDeps): void {
         });
         return;
       }
-      const { view, from, waitedMs } = await movesView(opts.recent, opts.wait === undefined ? undefined : opts.wait * 1000, (waitMs) =>
+      const { view, from, waitedMs } = await movesView(opts.recent, waitMs, (directWaitMs) =>
         withConnection(deps, async (ctx) => {
           const [listed, ended] = await Promise.all([listMovesInProgress(ctx.client, ctx.taskQueue), recentMoves(ctx.client, opts.recent)]);
           // A busy worker answers a workflow's query only between its workflow tasks: with 1,000 moves in flight the
           // slowest took 33 s. A move that has not answered within --wait is listed as visibility shows it.
-          const { answered: running, late } = await moveStatusesWithin(ctx.client, listed, waitMs);
+          const { answered: running, late } = await moveStatusesWithin(ctx.client, listed, directWaitMs);
           return { view: { running, late, ended }, address: ctx.address };
         }),
       );
