@@ -131,11 +131,20 @@ function sameAdvisory(a: Partition, b: Partition): boolean {
 }
 
 /**
+ * `held` with the advisory figures of `p`, a record of the same assignment: the same arrays for everything else, so a
+ * reading kept from plan to plan sees that only the figures moved and leaves the copies' places as they are.
+ */
+function withFigures(held: Partition, p: Partition): Partition {
+  return { ...held, historyBytes: p.historyBytes, publishRate: p.publishRate, deliveryRate: p.deliveryRate, retainedCopies: p.retainedCopies };
+}
+
+/**
  * `model` with one page of the broker's records in it, and the ids that drifted. `model` is at or after the page's
  * generation, and `moved` holds the records changed since the older of the two, which may differ for good reason;
  * any other record of the page's range (ids after `after`, up to `next`) that differs, is missing or is extra is
- * drift. A record that did not drift is replaced only when its advisory figures moved, so a reading kept from plan
- * to plan (planner/kept.ts) reads again only what changed.
+ * drift. A record that did not drift is replaced only when its advisory figures moved, and then by one sharing the
+ * rest (`withFigures`), so a reading kept from plan to plan (planner/kept.ts) reads again only what changed, and of
+ * those records only the figures.
  */
 export function withPage(model: Topology, page: TopologyPage, after: string | null, moved: ReadonlySet<string>): { topology: Topology; drifted: string[] } {
   const index = indexOf(model.partitions);
@@ -153,9 +162,10 @@ export function withPage(model: Topology, page: TopologyPage, after: string | nu
       continue;
     }
     const held = partitions[i]!;
-    if (assignmentOf(held) !== assignmentOf(p)) drifted.push(p.id);
-    else if (sameAdvisory(held, p)) continue;
-    partitions[i] = p;
+    if (assignmentOf(held) !== assignmentOf(p)) {
+      drifted.push(p.id);
+      partitions[i] = p;
+    } else if (!sameAdvisory(held, p)) partitions[i] = withFigures(held, p);
   }
   const inRange = (id: string) => (after === null || id > after) && (page.next === null || id <= page.next);
   const gone = new Set(model.partitions.filter((p) => inRange(p.id) && !listed.has(p.id) && !moved.has(p.id)).map((p) => p.id));

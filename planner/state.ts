@@ -352,14 +352,19 @@ export class ClusterState {
   }
 
   /**
-   * Reads again the records at `changed` of `records` (the same ids in the same places as those read before): how a
-   * `KeptReading` follows a topology. Each node's parts stay in partition order and the loads of the nodes the
+   * Reads again the records at `changed` of `records` (the same ids in the same places as those read before), and
+   * at `figures` only their advisory figures (their copies where they were): how a `KeptReading` follows a topology. Each node's parts stay in partition order and the loads of the nodes the
    * records touch are summed again in that order, so the state is, to the bit, the one a fresh read makes.
    */
-  reread(records: readonly Partition[], changed: readonly number[], k: number): void {
+  reread(records: readonly Partition[], changed: readonly number[], k: number, figures: readonly number[] = []): void {
     const touched = new Set<number>();
     let recoveries = false;
     let largestGone = false;
+    // Records whose figures alone moved keep their copies where they are: only their nodes' loads are summed again.
+    for (const p of figures) {
+      largestGone ||= this.bytes[p]! >= this.maxBytes || this.pub[p]! >= this.maxPub || this.del[p]! >= this.maxDel;
+      for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) touched.add(this.copyNode[i]!);
+    }
     for (const p of changed) {
       for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) {
         removeSorted(this.nodes[this.copyNode[i]!]!.parts, p);
@@ -379,6 +384,7 @@ export class ClusterState {
       this.busy[p] = null;
     }
     this.ids = records;
+    for (const p of figures) this.readFigures(records[p]!, p, k);
     for (const p of changed) {
       this.readPartition(records[p]!, p, k, NAMED_NONE, touched);
       recoveries ||= this.busy[p] === RECOVERY;
@@ -406,16 +412,8 @@ export class ClusterState {
 
   private readPartition(p: Partition, index: number, k: number, named: ReadonlySet<string>, touched: Set<number> | null = null): void {
     if (named.size > 0 && named.has(p.id)) this.partIndex.set(p.id, index);
-    const bytes = num(p.historyBytes);
-    this.bytes[index] = bytes;
     this.rf[index] = p.replicationFactor;
-    this.hw[index] = bytes / (bytes + k);
-    this.pub[index] = num(p.publishRate);
-    this.del[index] = num(p.deliveryRate);
-    this.cheapest[index] = bytes;
-    if (bytes > this.maxBytes) this.maxBytes = bytes;
-    if (this.pub[index]! > this.maxPub) this.maxPub = this.pub[index]!;
-    if (this.del[index]! > this.maxDel) this.maxDel = this.del[index]!;
+    this.readFigures(p, index, k);
     let suspended: string[] | null = null;
     for (const h of p.history) if (h.suspended) (suspended ??= []).push(h.node);
     this.owner[index] = this.addCopy(index, p.owner, suspended, false);
@@ -461,6 +459,19 @@ export class ClusterState {
         touched.add(n);
       }
     }
+  }
+
+  /** A record's advisory figures: its history's bytes and weight, its rates, and the least a new copy costs before retained copies. */
+  private readFigures(p: Partition, index: number, k: number): void {
+    const bytes = num(p.historyBytes);
+    this.bytes[index] = bytes;
+    this.hw[index] = bytes / (bytes + k);
+    this.pub[index] = num(p.publishRate);
+    this.del[index] = num(p.deliveryRate);
+    this.cheapest[index] = bytes;
+    if (bytes > this.maxBytes) this.maxBytes = bytes;
+    if (this.pub[index]! > this.maxPub) this.maxPub = this.pub[index]!;
+    if (this.del[index]! > this.maxDel) this.maxDel = this.del[index]!;
   }
 
   private findLost(p: Partition, index: number): void {

@@ -213,7 +213,7 @@ describe('the topology model checked a page at a time', () => {
     expect(model.counts().drifts).toBe(2);
   });
 
-  it("brings the advisory figures that moved, and keeps every other record as the same object (a kept reading's cue)", async () => {
+  it("brings the advisory figures that moved, and keeps every other record as the same object and the rest of a refreshed one (a kept reading's cue)", async () => {
     const { sim, model, pass } = setup({ pages: 'offered', checkPage: 6 });
     const before = await model.read();
     sim.publish('q-2', 50);
@@ -226,6 +226,10 @@ describe('the topology model checked a page at a time', () => {
     expect(after.partitions.find((p) => p.id === 'q-2')!.historyBytes).toBeGreaterThan(unchanged.historyBytes);
     const same = after.partitions.filter((p, i) => p === before.partitions[i]).length;
     expect(same).toBe(before.partitions.length - 1);
+    // The refreshed record shares the rest with the one it replaces: the planner reads only its figures again.
+    const [was, now] = [before, after].map((t) => t.partitions.find((p) => p.id === 'q-2')!);
+    expect(now).not.toBe(was);
+    expect([now!.followers, now!.learners, now!.history].every((a, i) => a === [was!.followers, was!.learners, was!.history][i])).toBe(true);
     expect(model.counts()).toMatchObject({ fullReads: 1, drifts: 0 });
   });
 
