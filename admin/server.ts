@@ -61,6 +61,8 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
 export const PAGE_STATUS_MS = 300;
 /** How long a page waits for the list of moves in progress before it takes the last one. */
 const LIST_WAIT_MS = 250;
+/** The oldest list of moves in progress a page takes without waiting, while lists come slower than LIST_WAIT_MS. */
+const LIST_STALE_MS = 5_000;
 const PUBLIC_DIR = path.resolve(import.meta.dirname, 'public');
 
 const resolve = createRequire(import.meta.url).resolve;
@@ -190,9 +192,11 @@ export async function startAdmin(options: AdminOptions): Promise<RunningAdmin> {
   /**
    * Moves in progress are listed once a second at most, however many dashboards and scrapers ask, and a page waits at
    * most LIST_WAIT_MS for a list: past it, it takes the last one. With 1,000 moves in progress a list took 1-2.4 s on
-   * two cores, which every page waited for; visibility's list is a few seconds behind the workflows either way.
+   * two cores, which every page waited for; visibility's list is a few seconds behind the workflows either way. While
+   * lists take longer than that, a page takes a list younger than LIST_STALE_MS at once (a dashboard polling every 2 s
+   * keeps one that young), and waits again once a move is started or cancelled here.
    */
-  const listed = new LatestAnswer(() => deps.moves(), LIST_WAIT_MS, 1_000);
+  const listed = new LatestAnswer(() => deps.moves(), LIST_WAIT_MS, { freshForMs: 1_000, lastAtOnceWithinMs: LIST_STALE_MS });
   /** Each listed move's last status answer: a page shows it for a move whose query is late. */
   const answers = new LastAnswers();
   const moves = async (): Promise<MoveInProgress[]> => (await listed.get()).value;

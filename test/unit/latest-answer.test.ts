@@ -1,9 +1,9 @@
 /**
  * The admin pages' view of the loop (admin/latest.ts): a busy loop answers its status query only between its workflow
  * tasks (3-30 s with 1,000 moves in flight on two cores), so a page waits at most its bound and then shows the last
- * answer with its time.
+ * answer with its time; the list of moves, while lists come slower than the bound, is not waited for at all.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LatestAnswer } from '../../admin/latest';
 
 /** A source whose answers come when the test says, counting the questions. */
@@ -73,7 +73,7 @@ describe('the latest answer within a bound', () => {
 
   it('gives an answer younger than its freshness without asking, and asks again once told to forget it', async () => {
     const s = source();
-    const latest = new LatestAnswer(s.ask, 30, 60_000);
+    const latest = new LatestAnswer(s.ask, 30, { freshForMs: 60_000 });
     const first = latest.get();
     s.waiting[0]!('two moves');
     expect(await first).toMatchObject({ value: 'two moves', late: false });
@@ -85,5 +85,56 @@ describe('the latest answer within a bound', () => {
     expect(s.waiting).toHaveLength(2);
     s.waiting[1]!('three moves');
     expect(await asked).toMatchObject({ value: 'three moves', late: false });
+  });
+
+  it('while questions take longer than the bound, gives a young last answer at once; waits again once told to forget, when it is old, or once questions are quick', async () => {
+    vi.useFakeTimers();
+    try {
+      const s = source();
+      const latest = new LatestAnswer(s.ask, 30, { lastAtOnceWithinMs: 5_000 });
+      const page = () => {
+        const state = { done: false };
+        return { state, answer: latest.get().finally(() => (state.done = true)) };
+      };
+      const first = latest.get();
+      vi.advanceTimersByTime(60);
+      s.waiting[0]!('ten moves');
+      expect(await first).toMatchObject({ value: 'ten moves', late: false });
+
+      // The question took 60 ms against a 30 ms bound: the next page has the last answer at once, and asks for a later one.
+      const atOnce = page();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(atOnce.state.done).toBe(true);
+      expect(await atOnce.answer).toMatchObject({ value: 'ten moves', late: true });
+      expect(s.waiting).toHaveLength(2);
+
+      // Told to forget (a move started here): the page waits for the question out, which comes 40 ms after it was asked.
+      vi.advanceTimersByTime(40);
+      latest.forget();
+      const forgotten = page();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(forgotten.state.done).toBe(false);
+      s.waiting[1]!('eleven moves');
+      expect(await forgotten.answer).toMatchObject({ value: 'eleven moves', late: false });
+
+      // An answer older than 5 s is waited for, within the bound.
+      vi.advanceTimersByTime(6_000);
+      const old = page();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(old.state.done).toBe(false);
+      await vi.advanceTimersByTimeAsync(30);
+      expect(await old.answer).toMatchObject({ value: 'eleven moves', late: true });
+
+      // Questions quick again (this one within the bound): the next page waits.
+      s.waiting[2]!('twelve moves');
+      await vi.advanceTimersByTimeAsync(0);
+      const quick = page();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(quick.state.done).toBe(false);
+      await vi.advanceTimersByTimeAsync(30);
+      expect(await quick.answer).toMatchObject({ value: 'twelve moves', late: true });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
