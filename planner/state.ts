@@ -353,8 +353,9 @@ export class ClusterState {
 
   /**
    * Reads again the records at `changed` of `records` (the same ids in the same places as those read before), and
-   * at `figures` only their advisory figures (their copies where they were): how a `KeptReading` follows a topology. Each node's parts stay in partition order and the loads of the nodes the
-   * records touch are summed again in that order, so the state is, to the bit, the one a fresh read makes.
+   * at `figures` only their advisory figures (their copies where they were): how a `KeptReading` follows a topology.
+   * Each node's parts stay in partition order and the loads of the nodes the records touch are summed again in that
+   * order, so the state is, to the bit, the one a fresh read makes.
    */
   reread(records: readonly Partition[], changed: readonly number[], k: number, figures: readonly number[] = []): void {
     const touched = new Set<number>();
