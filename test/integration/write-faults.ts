@@ -15,6 +15,8 @@ export interface Armed {
   faults: Fault[];
   hook?: () => Promise<void>;
   fired: boolean;
+  /** Whether the broker accepted the write the faults fired at (a passing refusal, say no sync budget, is retried after them). */
+  accepted?: boolean;
 }
 
 /**
@@ -35,6 +37,7 @@ export function armFault(real: ClusterClient, armed: (partition: string, write: 
       const a = current && !current.fired && current.partition === partition && current.write === write ? current : null;
       if (a?.when === 'before') await fire(a);
       const reply = await real.write(partition, write, request);
+      if (a) a.accepted = reply.ok;
       if (a?.when === 'after') await fire(a);
       return reply;
     },
