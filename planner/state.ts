@@ -363,7 +363,7 @@ export class ClusterState {
     let largestGone = false;
     // Records whose figures alone moved keep their copies where they are: only their nodes' loads are summed again.
     for (const p of figures) {
-      largestGone ||= this.bytes[p]! >= this.maxBytes || this.pub[p]! >= this.maxPub || this.del[p]! >= this.maxDel;
+      largestGone ||= this.holdsLargest(p);
       for (let i = p * this.stride, e = i + this.copyCount[p]!; i < e; i++) touched.add(this.copyNode[i]!);
     }
     for (const p of changed) {
@@ -379,8 +379,7 @@ export class ClusterState {
       this.retained.delete(p);
       this.rejoins.delete(p);
       recoveries ||= this.busy[p] === RECOVERY;
-      // A record that held a largest figure may hold less now: only then are all of them looked at again.
-      largestGone ||= this.bytes[p]! >= this.maxBytes || this.pub[p]! >= this.maxPub || this.del[p]! >= this.maxDel;
+      largestGone ||= this.holdsLargest(p);
       this.copyCount[p] = 0;
       this.busy[p] = null;
     }
@@ -399,6 +398,11 @@ export class ClusterState {
     if (!recoveries) return;
     this.recoveries.length = 0;
     for (let p = 0; p < this.partCount; p++) if (this.busy[p] === RECOVERY) this.recoveries.push({ id: records[p]!.id, reason: records[p]!.pendingRecovery!.reason });
+  }
+
+  /** Whether p's record held a largest figure: reading it again may leave the largest lower, so all are looked at again. */
+  private holdsLargest(p: number): boolean {
+    return this.bytes[p]! >= this.maxBytes || this.pub[p]! >= this.maxPub || this.del[p]! >= this.maxDel;
   }
 
   /** A node's load summed again from its parts, in the order a fresh read adds them. */
