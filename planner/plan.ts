@@ -7,6 +7,7 @@ import { dimensionReport, nodeBands } from './bands';
 import { bandsOf, validatePlannerConfig } from './config';
 import { proposeTick } from './policy';
 import type { KeptReading } from './kept';
+import { movesOnce, netSteps } from './net';
 import { ClusterState } from './state';
 import { TickPlanner, type TickContext } from './tick';
 import type { DimensionReport, NodeScore, Plan, PlanInput, PlannerConfig, Proposal } from './types';
@@ -79,9 +80,17 @@ export function planNow(input: PlanInput, config: PlannerConfig, kept?: KeptRead
 }
 
 /**
+ * Rounds planned again on what the plan leaves, its memory of moved replicas and former owners cleared, as the loop
+ * plans once its cooldowns end. The random clusters of the planner's properties settle within three.
+ */
+const SETTLING_ROUNDS = 4;
+
+/**
  * Every step to convergence, in order: planNow repeated on the predicted topology (each tick's moves done, its
  * transfers over, the clock advanced by the tick's predicted time) until nothing is proposed. A replica that moved
- * never moves again or back, so the plan ends.
+ * never moves again or back within a round, so a round ends. Then settling rounds, and the steps netted
+ * (`netSteps`): a copy the loop would move on once its cooldown ends goes straight where it ends, so the plan ends
+ * where planning again proposes nothing. A round whose net steps would move a replica twice or back is not taken.
  */
 export function planToConvergence(input: PlanInput, config: PlannerConfig): Plan {
   return planWithFirstTick(input, config).plan;
@@ -96,25 +105,39 @@ export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { pl
   const { st, ctx } = start(input, config);
   const before = st.spread();
   const steps: Proposal[] = [];
-  let idle: string | null = null;
-  let first: Pick<Plan, 'steps' | 'idleReason'> | undefined;
-  // Each replica moves at most once and ownership never returns, so a plan longer than this means a broken rule.
+  const first = round(st, ctx, steps);
+  let done = plan(st, config, t0, before, netSteps(steps), steps.length === 0 ? first.idleReason : null);
+  // Each round's plan is built before the next starts: the state has no undo.
+  for (let r = 1; r <= SETTLING_ROUNDS && steps.length > 0; r++) {
+    ctx.moved = new Map();
+    ctx.formerOwners = new Map();
+    const count = steps.length;
+    round(st, ctx, steps);
+    if (steps.length === count) break;
+    const net = netSteps(steps);
+    if (!movesOnce(net)) break;
+    done = plan(st, config, t0, before, net, null);
+  }
+  return { plan: { ...done, planningMs: performance.now() - t0 }, first };
+}
+
+/** One round: ticks planned and carried out on `st` until one proposes nothing; its first tick. */
+function round(st: ClusterState, ctx: TickContext, steps: Proposal[]): Pick<Plan, 'steps' | 'idleReason'> {
+  // Each replica moves at most once and ownership never returns within a round, so a longer round means a broken rule.
   const bound = 2 * st.copyCount.reduce((a, c) => a + c, 0);
-  for (;;) {
-    if (steps.length > bound) throw new Error(`planner did not converge: ${steps.length} steps for ${st.partCount} partitions`);
+  let first: Pick<Plan, 'steps' | 'idleReason'> | undefined;
+  for (let found = 0; ; ) {
+    if (found > bound) throw new Error(`planner did not converge: ${found} steps for ${st.partCount} partitions`);
     const tick = proposeTick(st, ctx);
     first ??= { steps: [...tick.proposals], idleReason: tick.idleReason };
-    if (tick.proposals.length === 0) {
-      idle = steps.length === 0 ? tick.idleReason : null;
-      break;
-    }
+    if (tick.proposals.length === 0) return first;
     steps.push(...tick.proposals);
+    found += tick.proposals.length;
     st.settleTransfers();
     ctx.inFlight = 0;
     ctx.followerMovesInFlight = false;
-    ctx.now += predictMs(tick.proposals, config);
+    ctx.now += predictMs(tick.proposals, ctx.config);
   }
-  return { plan: plan(st, config, t0, before, steps, idle), first };
 }
 
 /** The score vector of every node, for operators (status, dashboard); a long-lived caller keeps its reading (`kept`). */

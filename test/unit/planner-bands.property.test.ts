@@ -7,48 +7,15 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Topology } from '../../cluster/contract';
-import { DEFAULT_PLANNER_CONFIG, planToConvergence, scoreNodes, type PlannerConfig } from '../../planner';
+import { planToConvergence, scoreNodes } from '../../planner';
 import { BandMeter } from '../../planner/bands';
 import { TickPlanner } from '../../planner/tick';
+import { clusterArb, config, rounds, type Case } from './planner-rounds';
 import { afterSteps, input, node, partition, topology } from './planner-topology';
 
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-interface Case {
-  t: Topology;
-  config: PlannerConfig;
-}
-
-const config: PlannerConfig = { ...DEFAULT_PLANNER_CONFIG, maxTransfersPerCluster: 4 };
-
-/** Random clusters of 4 to 8 nodes in 1 to 3 zones, some joined empty, partitions of 2 or 3 copies. */
-const clusterArb: fc.Arbitrary<Case> = fc
-  .record({
-    n: fc.integer({ min: 4, max: 8 }),
-    zones: fc.integer({ min: 1, max: 3 }),
-    empty: fc.integer({ min: 0, max: 2 }),
-    parts: fc.array(fc.record({ rf: fc.integer({ min: 2, max: 3 }), at: fc.nat(), step: fc.integer({ min: 1, max: 3 }), bytes: fc.integer({ min: 1, max: 300 }), pub: fc.integer({ min: 0, max: 80 }) }), {
-      minLength: 6,
-      maxLength: 40,
-    }),
-    threshold: fc.constantFrom(0.05, 0.1, 0.2),
-  })
-  .map(({ n, zones, empty, parts, threshold }) => {
-    const nodes = Array.from({ length: n }, (_, i) => node(`n${i}`, { zone: `z${i % zones}` }));
-    const holders = n - empty;
-    const ps = parts.map((q, i) => {
-      const copies: string[] = [];
-      for (let k = 0; copies.length < Math.min(q.rf, holders); k++) {
-        const id = `n${(q.at + k * q.step) % holders}`;
-        if (!copies.includes(id)) copies.push(id);
-        if (k > 3 * holders) break;
-      }
-      return partition(`q-${i}`, copies[0]!, copies.slice(1), { historyBytes: q.bytes * 1_000_000, publishRate: q.pub, deliveryRate: q.pub });
-    });
-    return { t: topology(nodes, ps), config: { ...config, threshold, maxTransfersPerCluster: 6 } };
-  });
 
 /** Per partition, its copies in the zone holding the most less those in the zone holding the fewest (zones with a node). */
 function zoneSpread(t: Topology, copies: string[]): number {
@@ -153,30 +120,12 @@ describe('planner properties: zones as a spread', () => {
 });
 
 describe('planner properties: no oscillation', () => {
-  /**
-   * Plans to convergence, each carried out, then planned again on what it leaves, as the loop does once its cooldowns
-   * end: how many rounds propose something before one proposes nothing, or null when a placement comes back (or the
-   * rounds pass 20), which would be moves traded back and forth for ever.
-   */
-  function rounds({ t: start, config: c }: Case): number | null {
-    const seen = new Set<string>();
-    let t = start;
-    for (let r = 0; r <= 20; r++) {
-      const key = JSON.stringify(t.partitions.map((p) => [p.owner, ...p.followers]));
-      if (seen.has(key)) return null;
-      seen.add(key);
-      const steps = planToConvergence(input(t), c).steps;
-      if (steps.length === 0) return r;
-      t = afterSteps(t, steps);
-    }
-    return null;
-  }
-
-  it('planning again on what a plan leaves ends within four rounds and never returns to a placement', () => {
+  it('planning again on what a plan leaves ends within two rounds and never returns to a placement', () => {
     const counts = fc.sample(clusterArb, { seed: 18, numRuns: 400 }).map(rounds);
-    expect(counts.every((r) => r !== null && r <= 4)).toBe(true);
-    // Most plans are fixed points at once: planning again proposes nothing.
-    expect(counts.filter((r) => r === 1).length).toBeGreaterThan(0.8 * counts.length);
+    expect(counts.every((r) => r !== null && r <= 2)).toBe(true);
+    // Nearly every plan is a fixed point: planning again on what it leaves proposes nothing (385 of 400 since the
+    // plan settles, 329 before). See planner-settling.test.ts for the rest.
+    expect(counts.filter((r) => r !== null && r <= 1).length).toBeGreaterThanOrEqual(0.95 * counts.length);
   });
 
   it('fails with the band guard taken out of owner handoffs (a handoff by the total from inside the band takes a node out of its owned band)', () => {

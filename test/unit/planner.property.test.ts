@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Node, Partition, Topology } from '../../cluster/contract';
 import { DEFAULT_PLANNER_CONFIG, dimensionBands, planNow, planToConvergence, type InFlightMove, type Plan, type PlanInput, type PlannerConfig } from '../../planner';
+import { movesOnce } from '../../planner/net';
 import { TickPlanner } from '../../planner/tick';
 import { ClusterState, type NodeState } from '../../planner/state';
 import { applySteps, input, node, partition, ring, topology, type LoadedPartition } from './planner-topology';
@@ -255,27 +256,14 @@ describe('planner properties: no oscillation', () => {
 });
 
 describe('planner properties: planning to convergence', () => {
-  /** No replica moves twice or back: a node that received a copy never gives it, one that gave it never takes it back. */
-  function movesOnce(c: Case): boolean {
-    const plan = planToConvergence(c.input, { ...c.config, maxTransfersPerCluster: 3 });
-    const gave = new Set<string>();
-    const got = new Set<string>();
-    const owned = new Set<string>();
-    for (const s of plan.steps) {
-      if (s.op === 'owner_handoff') {
-        if (owned.has(`${s.partition}/${s.to}`)) return false;
-        owned.add(`${s.partition}/${s.from}`);
-        continue;
-      }
-      if (got.has(`${s.partition}/${s.from}`) || gave.has(`${s.partition}/${s.to}`)) return false;
-      gave.add(`${s.partition}/${s.from}`);
-      got.add(`${s.partition}/${s.to}`);
-    }
-    return true;
-  }
+  /**
+   * No replica moves twice or back: a node that received a copy never gives it, one that gave it never takes it back
+   * (`movesOnce`'s own cases are in planner-settling.test.ts).
+   */
+  const once = (c: Case): boolean => movesOnce(planToConvergence(c.input, { ...c.config, maxTransfersPerCluster: 3 }).steps);
 
   it('never moves the same replica twice or back, and ends', () => {
-    fc.assert(fc.property(noisy, movesOnce), { numRuns: RUNS, seed: 7 });
+    fc.assert(fc.property(noisy, once), { numRuns: RUNS, seed: 7 });
   });
 
   // Two rules guard it: the memory of moved replicas, and the margin (every move lowers the cluster's spread, so
@@ -283,7 +271,7 @@ describe('planner properties: planning to convergence', () => {
   it('fails with the memory of moved replicas and the margin taken out', () => {
     vi.spyOn(TickPlanner.prototype, 'remember').mockImplementation(() => undefined);
     vi.spyOn(TickPlanner.prototype, 'improves').mockReturnValue(true);
-    expect(fails(noisy, movesOnce, 40)).toBe(true);
+    expect(fails(noisy, once, 40)).toBe(true);
   });
 
   /** Uniform partitions on nodes of mixed capacities: at convergence copies per capacity are within the band. */
@@ -417,7 +405,8 @@ describe('planner plans pinned', () => {
    * copies' shares go by what the zone rule lets each zone hold: 1131 became 1136; a handoff that mends the owned or
    * traffic band is made whatever the totals say, and none takes a node further outside them: 1136 became 1183; an
    * owner hands its role off to free its copy for a node holding a retained copy where only whole copies would move
-   * otherwise: 1183 became 1180, 5 such handoffs in the 200 clusters, 0.8% fewer bytes copied).
+   * otherwise: 1183 became 1180, 5 such handoffs in the 200 clusters, 0.8% fewer bytes copied; a plan settles, planned
+   * again on what it leaves and its steps netted: 1180 became 1184).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -434,7 +423,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1180, sha: '2df38289da112d424bbd604e20354cf4194e981ebd5d53ae5c7cec467b629cc6' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1184, sha: 'f6d0c96c82c3808a48cc9eb95f9d94f9015805dcb38d5d6f76051ab6710c10f2' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
