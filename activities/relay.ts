@@ -4,8 +4,8 @@
  * into topology signals to the rebalancer and the node's drain. Delivery is at least once: the cursor is heartbeated only once the signals of a page
  * went out, and a retried run (worker killed, heartbeat timed out) resumes from the last heartbeat. Workflows
  * are idempotent about repeats (progress is a maximum, liveness carries the feed sequence). Progress is
- * coalesced per partition and throttled, except when a replica crosses the switch boundary, which is what a
- * move waits for. Signals to one workflow, and signals about one node, go out in feed order.
+ * coalesced per partition and throttled, to a budget of signals per second over all partitions, except when a
+ * replica crosses the switch boundary, which is what a move waits for. Signals to one workflow, and signals about one node, go out in feed order.
  */
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
@@ -70,6 +70,19 @@ interface Sent {
 /** How many replicas are durable at or beyond the switch boundary: a rise is what a move waits for. */
 function covering(e: ProgressEvent): number {
   return e.boundary === null ? 0 : e.replicas.filter((r) => r.durableOffset >= e.boundary!).length;
+}
+
+/**
+ * Progress signals the relay sends per second at most, over all partitions (boundary crossings aside, which go out at
+ * once): each is a history event on the server and a workflow task on a worker. At 1,000 moves in flight one signal
+ * per partition every 5 s made most of each move's workflow tasks and kept a worker's workflow thread 40% busy
+ * (docs/scale.md); with the budget a move far from its boundary hears of its progress less often.
+ */
+export const PROGRESS_SIGNALS_PER_SECOND = 50;
+
+/** Least time between two progress signals to one partition while `active` partitions report progress. */
+export function progressInterval(run: Pick<RelayRun, 'progressIntervalMs'>, active: number): number {
+  return Math.max(run.progressIntervalMs, (1000 * active) / PROGRESS_SIGNALS_PER_SECOND);
 }
 
 function isCursor(value: unknown): value is number {
@@ -198,10 +211,11 @@ class FeedRun {
       });
     }
     const now = Date.now();
+    const interval = progressInterval(this.run, this.held.size);
     for (const [partition, e] of this.held) {
       const last = this.sent.get(partition);
       const count = covering(e);
-      if (!flush && last && now - last.at < this.run.progressIntervalMs && count <= last.covering) continue;
+      if (!flush && last && now - last.at < interval && count <= last.covering) continue;
       this.sent.set(partition, { at: now, covering: count });
       const payload: ProgressSignal = { at: e.at, generation: e.generation, confirmedTail: e.confirmedTail, boundary: e.boundary, replicas: e.replicas };
       // Held until sent, so a heartbeat meanwhile still resumes before it.
