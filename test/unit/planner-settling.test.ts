@@ -6,12 +6,11 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import type { Topology } from '../../cluster/contract';
 import { planToConvergence } from '../../planner';
 import { movesOnce, netSteps } from '../../planner/net';
 import type { Proposal } from '../../planner/types';
 import { clusterArb } from './planner-rounds';
-import { input } from './planner-topology';
+import { carriedOut, input } from './planner-topology';
 
 const f = (partition: string, from: string, to: string, bytes = 10): Proposal => ({ op: 'follower_move', partition, from, to, bytes, reason: `${from} sheds` });
 const h = (partition: string, from: string, to: string): Proposal => ({ op: 'owner_handoff', partition, from, to, bytes: 0, reason: `${from} hands` });
@@ -63,25 +62,6 @@ describe('net steps', () => {
     expect(movesOnce([h('q', 'a', 'b'), h('q', 'b', 'a')])).toBe(false);
   });
 });
-
-/** Carries `steps` out in order on `t`'s holders: false at the first that its source or target could not take. */
-function carriedOut(t: Topology, steps: readonly Proposal[]): boolean {
-  const holders = new Map(t.partitions.map((p) => [p.id, { owner: p.owner, followers: new Set(p.followers) }]));
-  for (const s of steps) {
-    const p = holders.get(s.partition)!;
-    if (s.op === 'owner_handoff') {
-      if (p.owner !== s.from || !p.followers.has(s.to)) return false;
-      p.followers.delete(s.to);
-      p.followers.add(s.from);
-      p.owner = s.to;
-      continue;
-    }
-    if (!p.followers.has(s.from) || p.followers.has(s.to) || p.owner === s.to) return false;
-    p.followers.delete(s.from);
-    p.followers.add(s.to);
-  }
-  return true;
-}
 
 describe('settled plans', () => {
   const cases = fc.sample(clusterArb, { seed: 18, numRuns: 400 });

@@ -87,3 +87,25 @@ export function afterSteps(t: Topology, steps: { op: string; partition: string; 
   const holders = applySteps(t, steps);
   return { ...t, partitions: t.partitions.map((p) => ({ ...p, owner: holders.get(p.id)![0]!, followers: holders.get(p.id)!.slice(1) })) };
 }
+
+/**
+ * Carries `steps` out in order on `t`'s holders: false at the first a follower move's source does not hold as a
+ * follower or its target holds already, or a handoff's source does not own or its target does not follow.
+ */
+export function carriedOut(t: Topology, steps: readonly { op: string; partition: string; from: string | null; to: string }[]): boolean {
+  const holders = new Map(t.partitions.map((p) => [p.id, { owner: p.owner, followers: new Set(p.followers) }]));
+  for (const s of steps) {
+    const p = holders.get(s.partition)!;
+    if (s.op === 'owner_handoff') {
+      if (p.owner !== s.from || !p.followers.has(s.to)) return false;
+      p.followers.delete(s.to);
+      p.followers.add(s.from);
+      p.owner = s.to;
+      continue;
+    }
+    if (s.from === null || !p.followers.has(s.from) || p.followers.has(s.to) || p.owner === s.to) return false;
+    p.followers.delete(s.from);
+    p.followers.add(s.to);
+  }
+  return true;
+}
