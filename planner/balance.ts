@@ -301,7 +301,10 @@ export function balanceOwners(tp: TickPlanner): void {
         // A pinned partition is weighed only to name its pin when it is what keeps a handoff from starting.
         const pinned = tp.pinned(p) && tp.movable(p);
         if (!pinned && !tp.partFree(p)) {
-          if (!tp.touched.has(p) && (tp.outsideBand(a, 0) || heavy(s))) held ??= `${tp.st.id(p)} owned by ${s.id} cannot be handed off: ${tp.whyBusy(p)}`;
+          // Named as what keeps a handoff from starting only where one is needed: the owner above the score's band or
+          // outside its owned or traffic band. Inside them, an owned count above the threshold is the granularity of
+          // whole owner roles (the demo's streams, which never move, left "nothing to do" naming one).
+          if (!tp.touched.has(p) && (outside[s.index] === 1 || heavy(s))) held ??= `${tp.st.id(p)} owned by ${s.id} cannot be handed off: ${tp.whyBusy(p)}`;
           continue;
         }
         const count = tp.st.followersInto(p, followers);

@@ -69,6 +69,38 @@ describe('planner: the policy', () => {
     expect(plan.idleReason).toMatch(/every node within the threshold/);
   });
 
+  /** The demo's cluster once n6 has its share: 6 nodes in 3 zones, 14 queues and a stream, n1 owning one more than its share. */
+  const settled = (streamOwner = 'n1'): Topology => {
+    const placed = [
+      ['q-0', 'n2', 'n1', 'n6'], ['q-1', 'n1', 'n2', 'n6'], ['q-2', 'n2', 'n1', 'n3'], ['q-3', 'n3', 'n4', 'n5'], ['q-4', 'n2', 'n6', 'n4'],
+      ['q-5', 'n5', 'n6', 'n2'], ['q-6', 'n3', 'n4', 'n5'], ['q-7', 'n4', 'n3', 'n5'], ['q-8', 'n3', 'n4', 'n5'], ['q-9', 'n6', 'n4', 'n1'],
+      ['q-10', 'n1', 'n2', 'n6'], ['q-11', 'n4', 'n3', 'n5'], ['q-12', 'n6', 'n4', 'n1'], ['q-13', 'n5', 'n1', 'n2'], ['s-0', streamOwner, 'n2', 'n3'],
+    ];
+    const nodes = Array.from({ length: 6 }, (_, i) => node(`n${i + 1}`, { zone: `z${(i % 3) + 1}` }));
+    return topology(nodes, placed.map(([id, o, ...f]) => partition(id!, o!, f as string[], { kind: id!.startsWith('s') ? 'stream' : 'queue', historyBytes: 30e6 })));
+  };
+
+  it('says every node is within the threshold when only the granularity of whole owner roles is left, not that a stream cannot move', () => {
+    const plan = planNow(input(settled()), DEFAULT_PLANNER_CONFIG);
+    expect(dimensionBands(input(settled()), DEFAULT_PLANNER_CONFIG).every((d) => d.inside)).toBe(true);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/^every node within the threshold/);
+  });
+
+  it('names the stream that keeps an owner role from moving where its owner is outside its owned band', () => {
+    // n1 also owns q-2 and q-13, and all five it owns are streams: five owner roles against a share of 2.5, past the
+    // band of one role either side, and none may move.
+    const t = settled();
+    for (const p of t.partitions) {
+      if (p.id === 'q-2' || p.id === 'q-13') [p.owner, p.followers] = ['n1', [...p.followers.filter((n) => n !== 'n1'), p.owner]];
+      if (p.owner === 'n1') p.kind = 'stream';
+    }
+    // Once the other nodes' roles even out, what is left is n1's, and the tick says which stream holds it.
+    const plan = planNow(input(afterSteps(t, planToConvergence(input(t), DEFAULT_PLANNER_CONFIG).steps)), DEFAULT_PLANNER_CONFIG);
+    expect(plan.steps).toEqual([]);
+    expect(plan.idleReason).toMatch(/owned by n1 cannot be handed off: a stream \(streams do not move yet\)/);
+  });
+
   it("fills a new node with the cluster's make-up, hot and cold copies both, until it holds its share of copies and of bytes", () => {
     const t = ring(4, 1, 10);
     for (const p of t.partitions.filter((_, i) => i % 4 === 0)) Object.assign(p, { historyBytes: 20_000_000, publishRate: 200 });
