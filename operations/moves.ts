@@ -146,9 +146,13 @@ export function startFollowerMove(ctx: MovesContext, request: FollowerMoveReques
   });
 }
 
-/** A follower move the cluster as it is now would accept, as a command line (the start banner's example); null if none. */
-export function exampleMove(topology: Topology): string | null {
-  for (const p of topology.partitions) {
+/**
+ * A follower move the cluster as it is now would accept, as a command line (the start banner's example), of a
+ * partition not in `leftAlone` where one is; null if none.
+ */
+export function exampleMove(topology: Topology, leftAlone: ReadonlySet<string> = new Set()): string | null {
+  const partitions = topology.partitions.filter((p) => !leftAlone.has(p.id));
+  for (const p of partitions.length > 0 ? partitions : topology.partitions) {
     if (busyRefusal(p)) continue;
     for (const from of p.followers) {
       const to = topology.nodes.find((n) => checkFollowerMove(p, topology.nodes, from, n.id).ok);

@@ -14,7 +14,9 @@ import { ClusterClient } from '../cluster/client';
 import { spawnCluster } from '../cluster/spawn';
 import { exitOnConfigError, loadAdminEnv, loadEnv, rebalancerSettings, temporalSettings } from '../worker/config';
 import { chooseLogFormat, createLogger, installRuntimeLogger, prettyEntry } from '../worker/logger';
+import type { Node, Topology } from '../cluster/contract';
 import { exampleMove } from '../operations/moves';
+import { planToConvergence } from '../planner';
 import { createRebalancerWorker } from '../worker/worker';
 import { portFree, startDevServer } from './dev-server';
 import { ensureTemporalCli, PROJECT_ROOT } from './temporal-cli';
@@ -192,6 +194,19 @@ const CLUSTER_SHAPE = { nodes: 5, partitions: 14, streams: 1, 'initial-messages'
 const DEMO_NODE = { id: 'n6', zone: 'z3' };
 const DEMO_JOIN_MS = 20_000;
 
+/**
+ * The banner's example move: one the cluster accepts now, of a partition the loop leaves alone once the demo's node
+ * has joined (by a plan on the cluster with the node added), so a newcomer who tries it while the loop fills the node
+ * does not meet the loop's own move of that partition. Without the demo (CLUSTER_URL, or the node is there), any.
+ */
+function bannerMove(t: Topology): string | null {
+  if (env.CLUSTER_URL || t.nodes.some((n) => n.id === DEMO_NODE.id)) return exampleMove(t);
+  const node: Node = { id: DEMO_NODE.id, processId: `${DEMO_NODE.id}-demo`, storageInstance: `${DEMO_NODE.id}-demo`, live: true, downSince: null, capacity: 1, zone: DEMO_NODE.zone, publishRate: 0, deliveryRate: 0, draining: false };
+  const joined = { ...t, nodes: [...t.nodes, node] };
+  const plan = planToConvergence({ topology: joined, inFlight: [], cooldowns: { nodes: {}, partitions: {} }, now: t.now }, settings.planner);
+  return exampleMove(t, new Set(plan.steps.map((s) => s.partition)));
+}
+
 /** The cluster's JSON lines as this process's own: readable lines on a terminal, JSON otherwise. */
 function clusterOutput(): (chunk: string) => void {
   if (logFormat === 'json') return (chunk) => process.stdout.write(chunk);
@@ -306,7 +321,7 @@ try {
       `  Temporal server:    ${address} (namespace ${env.TEMPORAL_NAMESPACE}, task queue ${env.TEMPORAL_TASK_QUEUE})\n` +
       `  reference cluster:  ${clusterUrl} (topology: ${clusterUrl}/v1/topology)\n` +
       `  watch:              npx rebalancer moves --watch\n` +
-      `  try:                npx ${(await cluster.topology().then(exampleMove, () => null)) ?? 'rebalancer moves'}\n` +
+      `  try:                npx ${(await cluster.topology().then(bannerMove, () => null)) ?? 'rebalancer moves'}\n` +
       `  stop:               Ctrl-C, or SIGTERM to pid ${process.pid} (Ctrl-C twice: kill at once)\n\n`,
   );
   if (!env.CLUSTER_URL) {

@@ -21,6 +21,13 @@ describe('the start banner example', () => {
     expect(exampleMove(topology)).toBe('rebalancer move q-0 --from n4 --to n2 --wait');
   });
 
+  it('is of a partition the loop leaves alone where one is (under npm start, the loop is about to fill the demo node)', () => {
+    const topology = fresh();
+    expect(exampleMove(topology, new Set(['q-0', 'q-1']))).toMatch(/^rebalancer move q-2 /);
+    // When the loop would touch every partition, any accepted move serves.
+    expect(exampleMove(topology, new Set(topology.partitions.map((p) => p.id)))).toBe('rebalancer move q-0 --from n2 --to n4 --wait');
+  });
+
   it('is null when no follower move would be accepted anywhere', () => {
     const full = ClusterSim.create({ nodes: 3, partitions: 2, streams: 0, config: {} }).topology();
     expect(exampleMove(full)).toBeNull();
