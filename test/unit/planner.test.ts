@@ -70,11 +70,11 @@ describe('planner: the policy', () => {
   });
 
   /** The demo's cluster once n6 has its share: 6 nodes in 3 zones, 14 queues and a stream, n1 owning one more than its share. */
-  const settled = (streamOwner = 'n1'): Topology => {
+  const settled = (): Topology => {
     const placed = [
       ['q-0', 'n2', 'n1', 'n6'], ['q-1', 'n1', 'n2', 'n6'], ['q-2', 'n2', 'n1', 'n3'], ['q-3', 'n3', 'n4', 'n5'], ['q-4', 'n2', 'n6', 'n4'],
       ['q-5', 'n5', 'n6', 'n2'], ['q-6', 'n3', 'n4', 'n5'], ['q-7', 'n4', 'n3', 'n5'], ['q-8', 'n3', 'n4', 'n5'], ['q-9', 'n6', 'n4', 'n1'],
-      ['q-10', 'n1', 'n2', 'n6'], ['q-11', 'n4', 'n3', 'n5'], ['q-12', 'n6', 'n4', 'n1'], ['q-13', 'n5', 'n1', 'n2'], ['s-0', streamOwner, 'n2', 'n3'],
+      ['q-10', 'n1', 'n2', 'n6'], ['q-11', 'n4', 'n3', 'n5'], ['q-12', 'n6', 'n4', 'n1'], ['q-13', 'n5', 'n1', 'n2'], ['s-0', 'n1', 'n2', 'n3'],
     ];
     const nodes = Array.from({ length: 6 }, (_, i) => node(`n${i + 1}`, { zone: `z${(i % 3) + 1}` }));
     return topology(nodes, placed.map(([id, o, ...f]) => partition(id!, o!, f as string[], { kind: id!.startsWith('s') ? 'stream' : 'queue', historyBytes: 30e6 })));
