@@ -85,6 +85,9 @@ export function planNow(input: PlanInput, config: PlannerConfig, kept?: KeptRead
  */
 const SETTLING_ROUNDS = 4;
 
+/** What the first tick of a plan proposes: planNow on the same input, what the loop starts next. */
+type FirstTick = Pick<Plan, 'steps' | 'idleReason'>;
+
 /**
  * Every step to convergence, in order: planNow repeated on the predicted topology (each tick's moves done, its
  * transfers over, the clock advanced by the tick's predicted time) until nothing is proposed. A replica that moved
@@ -100,7 +103,7 @@ export function planToConvergence(input: PlanInput, config: PlannerConfig): Plan
  * planToConvergence and its first tick, which is planNow on the same input: the dry run shows both, and building
  * the state once instead of twice saves it a tenth of a second at 100,000 partitions.
  */
-export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { plan: Plan; first: Pick<Plan, 'steps' | 'idleReason'> } {
+export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { plan: Plan; first: FirstTick } {
   const t0 = performance.now();
   const { st, ctx } = start(input, config);
   const before = st.spread();
@@ -122,10 +125,10 @@ export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { pl
 }
 
 /** One round: ticks planned and carried out on `st` until one proposes nothing; its first tick. */
-function round(st: ClusterState, ctx: TickContext, steps: Proposal[]): Pick<Plan, 'steps' | 'idleReason'> {
+function round(st: ClusterState, ctx: TickContext, steps: Proposal[]): FirstTick {
   // Each replica moves at most once and ownership never returns within a round, so a longer round means a broken rule.
   const bound = 2 * st.copyCount.reduce((a, c) => a + c, 0);
-  let first: Pick<Plan, 'steps' | 'idleReason'> | undefined;
+  let first: FirstTick | undefined;
   for (let found = 0; ; ) {
     if (found > bound) throw new Error(`planner did not converge: ${found} steps for ${st.partCount} partitions`);
     const tick = proposeTick(st, ctx);
