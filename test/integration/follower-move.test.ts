@@ -297,6 +297,40 @@ describe('follower move', () => {
     }
   });
 
+  it("spaces a long wait's polls out: each re-read doubles the delay to the next, up to four polls apart", async () => {
+    const id = 'q-1';
+    const queue = `${taskQueue}-backoff`;
+    const pollMs = 1_000;
+    const reads: number[] = [];
+    const broker: ActivityDeps['cluster'] = {
+      partition: (p) => {
+        if (p === id) reads.push(Date.now());
+        return cluster.client.partition(p);
+      },
+      nodes: () => cluster.client.nodes(),
+      write: cluster.client.write.bind(cluster.client),
+    };
+    const stop = await startBareWorker(queue, broker);
+    const { to, handle, release } = await startHeldMove(id, 'operator', { pollMs, stallAbortMs: 600_000 }, queue);
+    try {
+      const since = Date.now();
+      await new Promise((r) => setTimeout(r, 17_000));
+      const polls = reads.filter((t) => t >= since);
+      const gaps = polls.slice(1).map((t, i) => t - polls[i]!);
+      // Every 1 s without the backoff (16 or more); 1, 2, 4, 4, 4 s with it; 1, 2, 4, 8 s without its cap.
+      expect(polls.length, `reads at ${polls.map((t) => t - since).join(', ')} ms`).toBeGreaterThanOrEqual(3);
+      expect(polls.length, `reads at ${polls.map((t) => t - since).join(', ')} ms`).toBeLessThanOrEqual(7);
+      expect(Math.max(...gaps)).toBeLessThan(4 * pollMs + 1_500);
+      expect(gaps.at(-1)).toBeGreaterThan(3 * pollMs);
+      await release();
+      expect(await outcomeOf(handle)).toMatchObject({ status: 'completed', to });
+      await replayAndKeep(client, handle.workflowId, 'v2-poll-backs-off');
+    } finally {
+      await stop();
+      await release();
+    }
+  });
+
   it('drops the learner when the broker rejects a read for good while T catches up', async () => {
     const id = 'q-3';
     const queue = `${taskQueue}-reject`;

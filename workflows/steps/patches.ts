@@ -45,6 +45,15 @@ export const RECOVERY_AT_ITS_EPOCH = 'recovery-at-its-epoch';
  */
 export const DEADLINE_AT_START = 'deadline-at-start';
 
+/**
+ * Executions that have it space a wait's polls out: each re-read in one wait doubles the delay to the next, up to
+ * POLL_BACKOFF times pollMs (30, 60, 120, 120 s ... by default). The poll is the net under a lost or late event; a
+ * move catching up for minutes re-read every 30 s, a timer and an activity each time, about 4 of a waiting move's
+ * 6 workflow tasks a minute at 1,000 moves in flight. The delay depends only on how many reads this wait made, so
+ * no signal's place among a task's events decides it.
+ */
+export const POLL_BACKS_OFF = 'poll-backs-off';
+
 /** The patches a watch's behaviour depends on, asked once when the operation begins. */
 export interface WatchPatches {
   /** DECIDE_ON_TIMERS: reads are normal activities and time decisions are set by timers. */
@@ -55,6 +64,8 @@ export interface WatchPatches {
   deadlineAtStart: boolean;
   /** ADMISSION_KEPT. */
   admissionKept: boolean;
+  /** POLL_BACKS_OFF. */
+  pollBacksOff: boolean;
 }
 
 /** Ask the patches a watch depends on: once, first, when the operation begins. */
@@ -64,5 +75,6 @@ export function watchPatches(): WatchPatches {
     recoveryAtItsEpoch: patched(RECOVERY_AT_ITS_EPOCH),
     deadlineAtStart: patched(DEADLINE_AT_START),
     admissionKept: patched(ADMISSION_KEPT),
+    pollBacksOff: patched(POLL_BACKS_OFF),
   };
 }

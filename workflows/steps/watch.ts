@@ -24,6 +24,9 @@ export const DEFAULT_TIMING: MoveTiming = {
   retryMs: 2_000,
 };
 
+/** With patch poll-backs-off, a wait's polls are at most this many times pollMs apart (patches.ts). */
+export const POLL_BACKOFF = 4;
+
 export const ACTIVITY_OPTIONS = {
   startToCloseTimeout: '10s',
   // Broker unreachable or restarting: keep trying.
@@ -85,6 +88,8 @@ export class Watch {
   readonly deadlineAtStart: boolean;
   /** Patch admission-kept: ADMITTED_BEFORE_REPLY's rule without asking that patch at the reply. */
   private readonly admissionKept: boolean;
+  /** Patch poll-backs-off: each read in one wait doubles the delay to the next poll, up to POLL_BACKOFF times pollMs. */
+  private readonly pollBacksOff: boolean;
 
   constructor(
     readonly partitionId: string,
@@ -97,6 +102,7 @@ export class Watch {
     this.recoveryAtItsEpoch = patches.recoveryAtItsEpoch;
     this.deadlineAtStart = patches.deadlineAtStart;
     this.admissionKept = patches.admissionKept;
+    this.pollBacksOff = patches.pollBacksOff;
     this.transfers = new Transfers(timing, { onTimers: this.onTimers, fixedBytes: this.deadlineAtStart }, (ms, fired) => this.after(ms, fired));
   }
 
@@ -379,11 +385,13 @@ export class Watch {
 
   /**
    * Wait until `done` or an interrupt, re-reading the broker when the poll timer is due. One poll timer at a
-   * time, whatever signals arrive meanwhile: a delayed or dropped event costs at most pollMs, and no timer is
-   * started per signal or per wait. A caller that re-reads on its own timer (an interrupt) asks for no poll:
-   * two read timers in one wait could fire beside a read's result in the first run and apart from it on replay.
+   * time, whatever signals arrive meanwhile: a delayed or dropped event costs at most one poll's delay (pollMs, or
+   * with patch poll-backs-off up to POLL_BACKOFF times it in a long wait), and no timer is started per signal or per
+   * wait. A caller that re-reads on its own timer (an interrupt) asks for no poll: two read timers in one wait could
+   * fire beside a read's result in the first run and apart from it on replay.
    */
   async waitFor<I extends string>(done: () => boolean, interrupts: () => I | null, describe: () => string, poll = true): Promise<I | null> {
+    let reads = 0;
     for (;;) {
       if (done()) return null;
       const why = interrupts();
@@ -391,19 +399,21 @@ export class Watch {
       this.blocked(describe());
       if (poll && this.pollDue) {
         this.pollDue = false;
+        reads++;
         await this.read();
         continue;
       }
-      if (poll) this.armPoll();
+      if (poll) this.armPoll(this.pollBacksOff ? Math.min(2 ** reads, POLL_BACKOFF) : 1);
       const seen = this.version;
       await condition(() => this.version !== seen);
     }
   }
 
-  private armPoll(): void {
+  /** Arm the poll timer for `times` pollMs, unless one is armed already. */
+  private armPoll(times: number): void {
     if (this.pollArmed) return;
     this.pollArmed = true;
-    void sleep(this.timing.pollMs).then(() => {
+    void sleep(this.timing.pollMs * times).then(() => {
       this.pollArmed = false;
       this.pollDue = true;
       this.version++;
