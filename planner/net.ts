@@ -31,12 +31,25 @@ function straight(later: Proposal, earlier: Proposal): string {
 }
 
 /**
+ * `later`, a copy sent to where `earlier` took one from, standing in for that copy at `earlier`'s place: from
+ * `later`'s source to `earlier`'s receiver, the receiver holding its copy from the same time as before. Undefined when
+ * they do not join so.
+ */
+function standInEarly(earlier: Proposal, later: Proposal): Proposal | undefined {
+  if (earlier.partition !== later.partition || earlier.op !== 'follower_move' || later.op !== 'follower_move') return undefined;
+  if (later.to !== earlier.from || later.from === earlier.to) return undefined;
+  return { ...earlier, from: later.from, reason: `${earlier.reason} (from ${later.from} in place of ${earlier.from}: the plan later sent ${earlier.from} a copy from ${later.from})` };
+}
+
+/**
  * Joins each step with an earlier step on the same partition that it carries on, in order, where none of the
  * partition's steps between them names a node whose copy or role the join moves in time (the earlier step's two, and
  * a handoff's receiver): those steps find the same holders with or without the pair. A joined step takes the later
- * one's place in the plan.
+ * one's place in the plan; a copy standing in for one an earlier step took may instead take the earlier step's place,
+ * where the steps between name neither its source nor the node it spares (a handoff between to the earlier step's
+ * receiver needs that receiver's copy by then).
  */
-export function netSteps(steps: readonly Proposal[]): Proposal[] {
+function joinPairs(steps: readonly Proposal[]): Proposal[] {
   const out: (Proposal | null)[] = [];
   /** Per partition, the places in `out` of its steps still there, in order. */
   const places = new Map<string, number[]>();
@@ -57,6 +70,12 @@ export function netSteps(steps: readonly Proposal[]): Proposal[] {
           [next, joined] = [both, true];
           break;
         }
+        const early = between.has(next.from) || between.has(next.to) ? undefined : standInEarly(earlier, next);
+        if (early !== undefined) {
+          out[mine[i]!] = early;
+          next = null;
+          break;
+        }
         between.add(earlier.from).add(earlier.to);
       }
     }
@@ -65,6 +84,60 @@ export function netSteps(steps: readonly Proposal[]): Proposal[] {
     out.push(next);
   }
   return out.filter((s): s is Proposal => s !== null);
+}
+
+/**
+ * The plan's net steps: pairs joined (`joinPairs`) and roles routed through a follower (`throughFollower`), again
+ * until neither changes anything (a step joined at an earlier place may then join a step before it). Each change
+ * leaves fewer steps or, routing a role, one copy fewer to move, so this ends.
+ */
+export function netSteps(steps: readonly Proposal[]): Proposal[] {
+  for (let net: readonly Proposal[] = steps; ; ) {
+    const next = throughFollower(joinPairs(net));
+    if (next.length === net.length && next.every((s, i) => s === net[i])) return next;
+    net = next;
+  }
+}
+
+/**
+ * A copy sent a->b for the role handed c->b, and the old owner's copy then sent c->a, back where the first copy
+ * left: no copy need leave a. The role goes c->a, c's copy to b, the role a->b, all at the handoff's place: one copy
+ * moved instead of two, a second handoff for it. Only where the partition's steps between name none of the nodes
+ * whose holding this moves in time (a or b before the handoff, a or c after it).
+ */
+export function throughFollower(steps: Proposal[]): Proposal[] {
+  const out: Proposal[][] = steps.map((s) => [s]);
+  for (let l = 0; l < steps.length; l++) {
+    const later = steps[l]!;
+    if (later.op !== 'follower_move') continue;
+    let hand = -1;
+    for (let i = l - 1; i >= 0; i--) {
+      const s = steps[i]!;
+      if (s.partition !== later.partition || out[i]!.length === 0) continue;
+      const names = (...nodes: string[]) => nodes.includes(s.from) || nodes.includes(s.to);
+      if (hand < 0) {
+        if (s.op === 'owner_handoff' && s.from === later.from && s.to !== later.to) hand = i;
+        else if (names(later.to, later.from)) break;
+        continue;
+      }
+      const handoff = steps[hand]!;
+      if (s.op === 'follower_move' && s.from === later.to && s.to === handoff.to) {
+        const a = s.from;
+        const b = handoff.to;
+        const c = handoff.from;
+        out[hand] = [
+          { ...handoff, to: a, reason: `${handoff.reason} (through ${a}, which keeps its copy: the plan sent ${a}'s copy to ${b} and ${c}'s to ${a})` },
+          { ...later, from: c, to: b, reason: `${later.reason} (to ${b} in place of ${a}'s copy, which stays)` },
+          { ...handoff, from: a, reason: `${handoff.reason} (through ${a})` },
+        ];
+        out[i] = [];
+        out[l] = [];
+        break;
+      }
+      if (names(later.to, handoff.to)) break;
+    }
+  }
+  return out.flat();
 }
 
 /**
