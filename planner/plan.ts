@@ -114,6 +114,7 @@ export function planWithFirstTick(input: PlanInput, config: PlannerConfig): { pl
   for (let r = 1; r <= SETTLING_ROUNDS && steps.length > 0; r++) {
     ctx.moved = new Map();
     ctx.formerOwners = new Map();
+    st.rezone();
     const count = steps.length;
     round(st, ctx, steps);
     if (steps.length === count) break;

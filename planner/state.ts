@@ -302,6 +302,15 @@ export class ClusterState {
       this.wSum;
   }
 
+  /**
+   * The zone rule's shares again, from the copies as they lie now (they bound what each zone must and may hold): a
+   * settling round plans on the shares a fresh read of what the plan leaves gives, as the loop does tick by tick.
+   */
+  rezone(): void {
+    for (const n of this.nodes) n.capCopy = n.capFollowed = n.capTraffic = n.capMin = n.cap;
+    this.zoneShares();
+  }
+
   /** Each node's capacity per share, scaled by its zone's share of the copies (zones.ts). */
   private zoneShares(): void {
     const nodes = this.nodes;

@@ -120,12 +120,11 @@ describe('planner properties: zones as a spread', () => {
 });
 
 describe('planner properties: no oscillation', () => {
-  it('planning again on what a plan leaves ends within two rounds and never returns to a placement', () => {
+  it('planning again on what a plan leaves proposes nothing: every plan is a fixed point', () => {
+    // 400 of 400 since settling rounds read the zone shares again and roles are routed through a follower; 385 before
+    // those, 329 before the plan settled (planner-settling.test.ts).
     const counts = fc.sample(clusterArb, { seed: 18, numRuns: 400 }).map(rounds);
-    expect(counts.every((r) => r !== null && r <= 2)).toBe(true);
-    // Nearly every plan is a fixed point: planning again on what it leaves proposes nothing (397 of 400 since roles are
-    // routed through a follower, 385 before, 329 before the plan settled). See planner-settling.test.ts for the rest.
-    expect(counts.filter((r) => r !== null && r <= 1).length).toBeGreaterThanOrEqual(0.99 * counts.length);
+    expect(counts.filter((r) => r === null || r > 1)).toEqual([]);
   });
 
   it('fails with the band guard taken out of owner handoffs (a handoff by the total from inside the band takes a node out of its owned band)', () => {

@@ -414,7 +414,8 @@ describe('planner plans pinned', () => {
    * traffic band is made whatever the totals say, and none takes a node further outside them: 1136 became 1183; an
    * owner hands its role off to free its copy for a node holding a retained copy where only whole copies would move
    * otherwise: 1183 became 1180, 5 such handoffs in the 200 clusters, 0.8% fewer bytes copied; a plan settles, planned
-   * again on what it leaves and its steps netted: 1180 became 1184).
+   * again on what it leaves and its steps netted: 1180 became 1184; a settling round reads the zone rule's shares again from
+   * the placement it starts on: 1184 became 1186).
    */
   function digest(cases: Case[]): { steps: number; sha: string } {
     const h = createHash('sha256');
@@ -431,7 +432,7 @@ describe('planner plans pinned', () => {
   }
 
   it('random clusters plan as before', () => {
-    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1184, sha: 'f6d0c96c82c3808a48cc9eb95f9d94f9015805dcb38d5d6f76051ab6710c10f2' });
+    expect(digest(fc.sample(noisy, { seed: 11, numRuns: 200 }))).toEqual({ steps: 1186, sha: '70fead7358ef01ddb9b648764169d433fcdf87d4c58629fd6914756a08239877' });
   });
 
   it('a ring of 40 nodes, 4 joining, with hot partitions and retained copies, plans as before', () => {
