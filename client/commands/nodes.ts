@@ -40,11 +40,21 @@ function describeBands(v: ScoresView): string[] {
   ];
 }
 
-function describe(v: ScoresView, from: ReadFrom): string {
+/**
+ * Where a node stands against the band, in words: a node the planner does not count (draining, down) receives
+ * nothing, however low its score.
+ */
+function standing(s: ScoresView['nodes'][number], v: ScoresView): string {
+  if (s.draining) return 'draining: receives nothing';
+  if (!s.live) return 'down: receives nothing';
+  return s.total > v.upper ? 'above the band: sheds' : s.total < v.lower ? 'below the band: receives' : '';
+}
+
+export function describeNodes(v: ScoresView, from: ReadFrom): string {
   const n = (x: number) => x.toFixed(3);
   const rows = v.nodes.map((s) => {
     const state = [s.live ? 'up' : 'down', ...(s.draining ? ['draining'] : [])].join(', ');
-    const where = s.total > v.upper ? 'above the band: sheds' : s.total < v.lower ? 'below the band: receives' : '';
+    const where = standing(s, v);
     return [s.node, s.zone, String(s.capacity), state, n(s.owned), n(s.followed), n(s.history), n(s.traffic), n(s.sync), n(s.total), where];
   });
   return [
@@ -68,6 +78,6 @@ export function register(program: Command, deps: CommandDeps): void {
       const moves = await withConnection(deps, (ctx) => listMoves(ctx.client, ctx.taskQueue));
       return nodeScores(topology, moves, planner);
     });
-    print(deps.io, opts.json, { ...view, readFrom: from }, () => describe(view, from));
+    print(deps.io, opts.json, { ...view, readFrom: from }, () => describeNodes(view, from));
   });
 }

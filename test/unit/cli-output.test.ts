@@ -1,11 +1,14 @@
 /**
- * The CLI's pure pieces: the start banner's example move, readable log lines, and the plain lines of
- * `moves --watch` when stdout is not a terminal.
+ * The CLI's pure pieces: the start banner's example move, readable log lines, the plain lines of `moves --watch`
+ * when stdout is not a terminal, and where `nodes` says each node stands.
  */
 import { describe, expect, it } from 'vitest';
 import { ClusterSim } from '../../cluster/sim/sim';
 import { exampleMove } from '../../operations/moves';
+import { describeNodes } from '../../client/commands/nodes';
 import { watchMoves } from '../../client/watch';
+import { nodeScores } from '../../operations/scores';
+import { DEFAULT_PLANNER_CONFIG } from '../../planner';
 import type { MoveStatus } from '../../rules/definitions';
 import { isWebpackReport, prettyLine } from '../../worker/logger';
 
@@ -31,6 +34,24 @@ describe('the start banner example', () => {
   it('is null when no follower move would be accepted anywhere', () => {
     const full = ClusterSim.create({ nodes: 3, partitions: 2, streams: 0, config: {} }).topology();
     expect(exampleMove(full)).toBeNull();
+  });
+});
+
+describe('rebalancer nodes', () => {
+  it('says a node below the band receives copies, and a draining or down one receives none', () => {
+    const topology = fresh();
+    const row = (text: string, node: string) => text.split('\n').find((l) => l.startsWith(`${node} `))!;
+    const shown = (t: typeof topology) => describeNodes(nodeScores(t, [], DEFAULT_PLANNER_CONFIG), { via: 'broker', url: 'http://127.0.0.1:7380' });
+    // n5 empty: far below the band.
+    for (const p of topology.partitions) for (const [i, f] of p.followers.entries()) if (f === 'n5') p.followers[i] = 'n6';
+    topology.nodes.push({ ...topology.nodes.find((n) => n.id === 'n5')!, id: 'n6' });
+    expect(row(shown(topology), 'n5')).toMatch(/below the band: receives$/);
+    topology.nodes.find((n) => n.id === 'n5')!.draining = true;
+    expect(row(shown(topology), 'n5')).toMatch(/up, draining .* draining: receives nothing$/);
+    topology.nodes.find((n) => n.id === 'n5')!.live = false;
+    expect(row(shown(topology), 'n5')).toMatch(/draining: receives nothing$/);
+    topology.nodes.find((n) => n.id === 'n5')!.draining = false;
+    expect(row(shown(topology), 'n5')).toMatch(/^n5 .* down .* down: receives nothing$/);
   });
 });
 
