@@ -13,11 +13,29 @@ function holdList(holds: RebalancerStatus['pinned']): string {
   return Object.entries(holds).map(([id, n]) => `${id} by ${n.by} since ${new Date(n.at).toISOString()}: ${n.reason}`).join('; ') || '-';
 }
 
-/** One line per under-replicated partition: live copies, what is lost and why, the repair running. */
-function describeUnder(under: UnderReplicated[]): string[] {
+/**
+ * Why the loop has not started a repair of `partition` yet: the reason its last plan gave (a step not started, or what
+ * held the repair when nothing started), the pause, or else the transfer limit it shares with every move (repairs
+ * come first when a slot frees).
+ */
+function repairHeld(s: RebalancerStatus, partition: string): string {
+  const skipped = s.lastPlan?.skipped.find((k) => k.partition === partition);
+  if (skipped) return skipped.reason;
+  const idle = s.lastPlan?.idleReason;
+  if (idle?.includes(`repair of ${partition} (`)) return idle;
+  if (s.paused) return 'the loop is paused';
+  return `it starts at a tick with a transfer slot free (${s.inFlight.length} move(s) in flight, at most ${s.settings.planner.maxTransfersPerCluster})`;
+}
+
+/** One line per under-replicated partition: live copies, what is lost and why, the repair running or what holds it. */
+export function describeUnder(under: UnderReplicated[], s: RebalancerStatus): string[] {
   if (under.length === 0) return ['under-replicated: -'];
   const word = (u: UnderReplicated) =>
-    u.repair ? `repairing: ${moveLabel(u.repair.lost, u.repair.to)}` : u.lost.length > 0 ? `lost (${u.lost.map((l) => l.reason).join('; ')}), repair not started` : 'a copy is down, within the repair timeout';
+    u.repair
+      ? `repairing: ${moveLabel(u.repair.lost, u.repair.to)}`
+      : u.lost.length > 0
+        ? `lost (${u.lost.map((l) => l.reason).join('; ')}), repair not started: ${repairHeld(s, u.partition)}`
+        : 'a copy is down, within the repair timeout';
   return [`under-replicated: ${under.length} partition(s)`, table([['PARTITION', 'LIVE', 'STATE'], ...under.map((u) => [u.partition, `${u.liveCopies}/${u.replicationFactor}`, word(u)])])];
 }
 
@@ -50,7 +68,7 @@ function describe(s: RebalancerStatus & { asOf?: string }, under: UnderReplicate
   const approval = s.approval;
   if (approval?.approved) lines.push(`approved plan:  ${approval.approved.planId}, ${approval.approved.steps.length} step(s) not yet started`);
   if (approval?.pending) lines.push('', ...planLines(approval.pending));
-  lines.push(...describeUnder(under));
+  lines.push(...describeUnder(under, s));
   if (s.inFlight.length > 0) {
     lines.push('', table([['PARTITION', 'OP', 'MOVE', 'BYTES', 'WHY'], ...s.inFlight.map((m) => [m.partition, m.op, moveLabel(m.from, m.to), formatBytes(m.bytes), m.reason])]));
   }

@@ -6,10 +6,11 @@ import { describe, expect, it } from 'vitest';
 import { ClusterSim } from '../../cluster/sim/sim';
 import { exampleMove } from '../../operations/moves';
 import { describeNodes } from '../../client/commands/nodes';
+import { describeUnder } from '../../client/commands/status';
 import { watchMoves } from '../../client/watch';
 import { nodeScores } from '../../operations/scores';
 import { DEFAULT_PLANNER_CONFIG } from '../../planner';
-import type { MoveStatus } from '../../rules/definitions';
+import type { MoveStatus, RebalancerStatus } from '../../rules/definitions';
 import { isWebpackReport, prettyLine } from '../../worker/logger';
 
 const fresh = () => ClusterSim.create({ nodes: 5, partitions: 12, streams: 1, config: {} }).topology();
@@ -52,6 +53,24 @@ describe('rebalancer nodes', () => {
     expect(row(shown(topology), 'n5')).toMatch(/draining: receives nothing$/);
     topology.nodes.find((n) => n.id === 'n5')!.draining = false;
     expect(row(shown(topology), 'n5')).toMatch(/^n5 .* down .* down: receives nothing$/);
+  });
+});
+
+describe('rebalancer status', () => {
+  const lostOn = (partition: string) => ({ partition, replicationFactor: 3, liveCopies: 2, lost: [{ node: 'n4', reason: 'n4 is down with its disk lost' }], repair: null });
+  const status = (lastPlan: Partial<NonNullable<RebalancerStatus['lastPlan']>>, paused = false) =>
+    ({ lastPlan: { skipped: [], idleReason: null, ...lastPlan }, paused: paused ? { by: 'alice', at: 0, reason: 'upgrade' } : null, inFlight: [{}, {}], settings: { planner: { maxTransfersPerCluster: 2 } } }) as unknown as RebalancerStatus;
+  const state = (lines: string[], partition: string) => lines.join('\n').split('\n').find((l) => l.startsWith(`${partition} `))!;
+
+  it('says what holds a repair not started: the step skipped, what held it, the pause, or the transfer limit', () => {
+    const under = [lostOn('q-7'), lostOn('q-8')];
+    expect(state(describeUnder(under, status({ skipped: [{ partition: 'q-7', reason: 'a reconfiguration of q-7 is already running' }] })), 'q-7')).toMatch(
+      /lost \(n4 is down with its disk lost\), repair not started: a reconfiguration of q-7 is already running$/,
+    );
+    const held = 'repair of q-8 (n4 is down with its disk lost): no node can take a new copy now (transfer limits, zones, copies already there)';
+    expect(state(describeUnder(under, status({ idleReason: held })), 'q-8')).toMatch(/repair not started: repair of q-8 .*no node can take a new copy now/);
+    expect(state(describeUnder(under, status({ idleReason: held })), 'q-7')).toMatch(/repair not started: it starts at a tick with a transfer slot free \(2 move\(s\) in flight, at most 2\)$/);
+    expect(state(describeUnder(under, status({}, true)), 'q-7')).toMatch(/repair not started: the loop is paused$/);
   });
 });
 
