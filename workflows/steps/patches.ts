@@ -48,9 +48,10 @@ export const DEADLINE_AT_START = 'deadline-at-start';
 /**
  * Executions that have it space a wait's polls out: each re-read in one wait doubles the delay to the next, up to
  * POLL_BACKOFF times pollMs (30, 60, 120, 120 s ... by default). The poll is the net under a lost or late event; a
- * move catching up for minutes re-read every 30 s, a timer and an activity each time, about 4 of a waiting move's
- * 6 workflow tasks a minute at 1,000 moves in flight. The delay depends only on how many reads this wait made, so
- * no signal's place among a task's events decides it.
+ * move catching up for minutes re-read every 30 s, a timer and an activity each time. Measured at 1,000 moves in
+ * flight it saves broker reads and history events, not worker tasks, which follow the relay's signals there
+ * (docs/scale.md). The delay depends only on how many reads this wait made, so no signal's place among a task's
+ * events decides it.
  */
 export const POLL_BACKS_OFF = 'poll-backs-off';
 
