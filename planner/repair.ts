@@ -2,6 +2,9 @@
 import { drainTarget } from './drain';
 import type { TickPlanner } from './tick';
 
+/** How a tick's idle reason begins when a repair of `partition` is what held it (status finds it by this). */
+export const repairHeldWords = (partition: string): string => `repair of ${partition} (`;
+
 /**
  * Repair before balance: each partition with a lost copy gets a replacement on the node a follower move would
  * choose (a retained copy first, else the least loaded node that may take it: live, staying, not rejoining, a
@@ -24,17 +27,17 @@ export function repair(tp: TickPlanner): void {
     // An operator's pin or exclusion keeps the loop off the partition or the node, a repair included.
     const held = st.pins.get(p) ?? (tp.excluded(l) ? `${l.id} is ${l.excluded}` : null);
     if (held !== null) {
-      tp.blocked ??= `repair of ${st.id(p)} (${why}) waits: ${held}`;
+      tp.blocked ??= `${repairHeldWords(st.id(p))}${why}) waits: ${held}`;
       continue;
     }
     const busy = st.busy[p];
     if (busy !== null) {
-      tp.blocked ??= `repair of ${st.id(p)} (${why}) waits: ${busy}`;
+      tp.blocked ??= `${repairHeldWords(st.id(p))}${why}) waits: ${busy}`;
       continue;
     }
     const to = drainTarget(tp, p, l);
     if (to === null) {
-      tp.blocked ??= `repair of ${st.id(p)} (${why}): no node can take a new copy now (transfer limits, zones, copies already there)`;
+      tp.blocked ??= `${repairHeldWords(st.id(p))}${why}): no node can take a new copy now (transfer limits, zones, copies already there)`;
       continue;
     }
     const bytes = st.bytesTo(p, to.index);

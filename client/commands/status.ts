@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { UnderReplicated } from '../../planner';
+import { repairHeldWords } from '../../planner/repair';
 import type { RebalancerStatus } from '../../rules/definitions';
 import { formatBytes } from '../../rules/format';
 import { rebalancerStatus } from '../../operations/rebalancer';
@@ -22,7 +23,7 @@ function repairHeld(s: RebalancerStatus, partition: string): string {
   const skipped = s.lastPlan?.skipped.find((k) => k.partition === partition);
   if (skipped) return skipped.reason;
   const idle = s.lastPlan?.idleReason;
-  if (idle?.includes(`repair of ${partition} (`)) return idle;
+  if (idle?.includes(repairHeldWords(partition))) return idle;
   if (s.paused) return 'the loop is paused';
   return `it starts at a tick with a transfer slot free (${s.inFlight.length} move(s) in flight, at most ${s.settings.planner.maxTransfersPerCluster})`;
 }
