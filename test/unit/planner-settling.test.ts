@@ -57,7 +57,7 @@ describe('net steps', () => {
     expect(net[0]!.reason).toContain('through a, which keeps its copy');
   });
 
-  it('keeps both steps when a step between them names a node whose copy the join would move in time', () => {
+  it('joins across a step between that names neither copy\'s holder', () => {
     // A handoff between that names neither copy's holder changes nothing the join needs.
     expect(short(netSteps([f('q', 'a', 'b'), h('q', 'c', 'o'), f('q', 'c', 'a')]))).toEqual(['h q c>o', 'f q c>b']);
   });
