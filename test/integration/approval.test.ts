@@ -228,8 +228,10 @@ describe('rebalancer loop in propose mode', () => {
       await page.fill('#operator', 'erin');
       await page.dispatchEvent('#operator', 'change');
       await expect.poll(() => page.locator('#plan').isVisible(), { timeout: 10_000 }).toBe(true);
+      // The first render may show the admin service's last answer (a busy loop answers late: `as of`); the next poll
+      // brings the plan pending now.
+      await expect.poll(() => page.textContent('#plan-summary'), { timeout: 10_000 }).toContain(`${pending.id} · made on generation ${pending.generation}`);
       const summary = await page.textContent('#plan-summary');
-      expect(summary).toContain(`${pending.id} · made on generation ${pending.generation}`);
       expect(summary).toContain(`${pending.steps.length} step(s)`);
       expect(await page.locator('#plan-steps .step.row').count()).toBe(pending.steps.length);
       // The reason is required, as on the other buttons: without it nothing is sent.
