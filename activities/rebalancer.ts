@@ -14,11 +14,12 @@ import type { Topology } from '../cluster/contract';
 import { KeptReading, planToConvergence, predictMs } from '../planner';
 import { DEFAULT_PLANNER_CONFIG } from '../planner/config';
 import type { InFlightMove, Plan, PlanInput, PlannerConfig } from '../planner/types';
-import { type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
+import { topologySignal, type EndedMove, type PlanBasis, type ProposedPlan, type RebalancerSettings, type StaleStep, type TrackedMove } from '../rules/definitions';
 import { basisOf, staleSteps, type Holds } from '../rules/rebalancer-approval';
 import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, type DrainCheck, type DrainLeft } from '../rules/rebalancer-drain-rules';
 import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../rules/rebalancer-rules';
 import { CooledMoves, withMoves } from '../operations/closed';
+import { UnlistedChanges } from '../operations/unlisted';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -115,6 +116,17 @@ export function firstSteps(plan: Plan, config: PlannerConfig, limit = PROPOSAL_S
   return { ...plan, steps, predictedMs: predictMs(steps, config), beyond: plan.steps.length - limit };
 }
 
+/** How much longer than its reads of the broker a snapshot waits for Temporal's lists (`listedWithin`). */
+const LIST_GRACE_MS = 25;
+
+/** The request with the partitions held for this tick (`UnlistedChanges`) left untouched, as another drain's are. */
+function holding<R extends { cooldowns: PlanInput['cooldowns']; now: number }>(request: R, held: readonly string[]): R {
+  if (held.length === 0) return request;
+  const partitions = { ...request.cooldowns.partitions };
+  for (const id of held) partitions[id] = Math.max(partitions[id] ?? 0, request.now + 1);
+  return { ...request, cooldowns: { ...request.cooldowns, partitions } };
+}
+
 /** How long a snapshot's topology serves the plan of the same tick. */
 const SAME_TICK_MS = 5_000;
 
@@ -137,11 +149,13 @@ export async function endsOf(
   client: Client,
   tracked: readonly TrackedMove[],
   book: Pick<RunningMoves, 'toDescribe'> | null,
-): Promise<{ ends: (EndedMove | null)[]; bookMs: number; described: number }> {
+  enough?: Promise<unknown>,
+): Promise<{ ends: (EndedMove | null)[]; bookMs: number; described: number; late: Promise<TrackedMove[]> | null }> {
   const started = performance.now();
-  const asked = new Set(book === null || tracked.length === 0 ? tracked : await book.toDescribe(tracked));
+  const { asked, late } = book === null || tracked.length === 0 ? { asked: tracked, late: null } : await book.toDescribe(tracked, enough);
   const bookMs = Math.round(performance.now() - started);
-  return { ends: await Promise.all(tracked.map((m) => (asked.has(m) ? endOf(client, m) : null))), bookMs, described: asked.size };
+  const named = new Set(asked);
+  return { ends: await Promise.all(tracked.map((m) => (named.has(m) ? endOf(client, m) : null))), bookMs, described: named.size, late: late === null ? null : late.then((later) => later.filter((m) => !named.has(m))) };
 }
 
 export function createRebalancerActivities(deps: RebalancerDeps) {
@@ -152,20 +166,49 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
    * flight were counted on (a recovery that opened between two reads showed in the plan but not in the snapshot).
    * Both are local activities, so they run in this worker; a plan elsewhere, or later, reads afresh.
    */
-  const lastSeen = new Map<string, { topology: Topology; at: number }>();
-  const remember = (topology: Topology): void => {
+  const lastSeen = new Map<string, { topology: Topology; held: string[]; at: number }>();
+  const remember = (topology: Topology, held: string[]): void => {
     const run = currentRun();
     if (run === null) return;
-    lastSeen.set(run, { topology, at: Date.now() });
+    lastSeen.set(run, { topology, held, at: Date.now() });
     setTimeout(() => {
       if (lastSeen.get(run)?.topology === topology) lastSeen.delete(run);
     }, SAME_TICK_MS).unref();
   };
-  const topologyOfThisTick = async (): Promise<Topology> => {
+  /** The topology of this tick's snapshot and the partitions it holds (`UnlistedChanges`), or a fresh read. */
+  const topologyOfThisTick = async (): Promise<{ topology: Topology; held: string[] }> => {
     const run = currentRun();
     const seen = run === null ? undefined : lastSeen.get(run);
     if (run !== null) lastSeen.delete(run);
-    return seen !== undefined && Date.now() - seen.at <= SAME_TICK_MS ? seen.topology : deps.cluster.topology();
+    return seen !== undefined && Date.now() - seen.at <= SAME_TICK_MS ? seen : { topology: await deps.cluster.topology(), held: [] };
+  };
+  /** Per task queue, the topologies a look at the closes may not have listed the changes of (one loop each). */
+  const unlisted = new Map<string, UnlistedChanges>();
+  const unlistedChanges = (): UnlistedChanges => {
+    const queue = Context.current().info.taskQueue;
+    let kept = unlisted.get(queue);
+    if (!kept) unlisted.set(queue, (kept = new UnlistedChanges()));
+    return kept;
+  };
+  /**
+   * A tick that went on without the end of a move it tracks (its look at the closes still under way) is followed by
+   * another once the look lists it: the loop and drains wake on a topology signal, as on a move's end.
+   */
+  const wakeOnEnds = (late: Promise<TrackedMove[]>): void => {
+    const workflowId = Context.current().info.workflowExecution?.workflowId;
+    if (workflowId === undefined) return;
+    late.then(
+      (missed) => {
+        if (missed.length === 0) return;
+        log?.debug({ workflowId, ends: missed.length }, 'ends listed after the tick went on: waking it');
+        // A workflow that ended meanwhile needs no wake-up.
+        deps.client.workflow
+          .getHandle(workflowId)
+          .signal(topologySignal, { event: 'assignment_changed', partition: missed[0]!.partition, seq: 0 })
+          .catch((err: unknown) => log?.debug({ err, workflowId }, 'the wake-up after a late look was not delivered'));
+      },
+      (err: unknown) => log?.warn({ err, workflowId }, 'a look at the closes the tick went on without failed; the next tick looks again'),
+    );
   };
   /** The planner's reading of the records of the topologies planned on, followed from tick to tick (planner/kept.ts). */
   const kept = new KeptReading();
@@ -207,13 +250,24 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
           took[what] = Math.round(performance.now() - started);
           return v;
         });
-      const [topology, budget, { ends, bookMs, described }, closed] = await Promise.all([
-        timed('topologyMs', deps.cluster.topology()),
-        timed('budgetMs', deps.cluster.syncBudget()),
-        timed('endsMs', endsOf(deps.client, tracked, runningMoves())),
-        closedAfter === undefined ? undefined : timed('closedMs', cooledMoves().look(coolFor ?? DEFAULT_PLANNER_CONFIG.partitionCooldownMs, closedAfter)),
+      const readAt = Date.now();
+      const reads = [timed('topologyMs', deps.cluster.topology()), timed('budgetMs', deps.cluster.syncBudget())] as const;
+      // Temporal's lists are waited for as long as the broker's reads take, and a little more (`listedWithin`).
+      const enough = Promise.allSettled(reads).then(() => new Promise((r) => setTimeout(r, LIST_GRACE_MS)));
+      const [topology, budget, { ends, bookMs, described, late }, looked] = await Promise.all([
+        ...reads,
+        timed('endsMs', endsOf(deps.client, tracked, runningMoves(), enough)),
+        closedAfter === undefined ? undefined : timed('closedMs', cooledMoves().look(coolFor ?? DEFAULT_PLANNER_CONFIG.partitionCooldownMs, closedAfter, enough)),
       ]);
-      remember(topology);
+      if (late !== null) wakeOnEnds(late);
+      const closed = looked?.closed;
+      let held: string[] = [];
+      if (looked !== undefined) {
+        const unlisted = unlistedChanges();
+        unlisted.read(readAt, topology);
+        held = unlisted.since(looked.listedFrom, topology);
+      }
+      remember(topology, held);
       const ended = ends.filter((e): e is EndedMove => e !== null);
       if (closed !== undefined) {
         // The loop's own moves, from Temporal's record of each: visibility may list one only a little later.
@@ -235,7 +289,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ...(closed === undefined ? {} : { cooling: cooledMoves().count() }),
       };
       // The tick's cost at size (docs/scale.md): the topology read and the rest.
-      log?.debug({ ms: Math.round(performance.now() - started), ...took, bookMs, described, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
+      log?.debug({ ms: Math.round(performance.now() - started), ...took, bookMs, described, lateEnds: late !== null, held: held.length, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
       return snapshot;
     },
 
@@ -250,10 +304,10 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
      */
     async planMoves(request: PlanRequest, config: PlannerConfig): Promise<DrainPlan> {
       const started = performance.now();
-      const topology = await topologyOfThisTick();
+      const { topology, held } = await topologyOfThisTick();
       // A loop or drain started before a setting existed carries settings without it: the default fills it in.
       const settings = { ...DEFAULT_PLANNER_CONFIG, ...config };
-      const plan = deps.plan(planInputFor(topology, await addCooledMoves(request, settings)), settings, kept);
+      const plan = deps.plan(planInputFor(topology, holding(await addCooledMoves(request, settings), held)), settings, kept);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, planningMs: plan.planningMs, ms: Math.round(performance.now() - started), reading: kept.counts }, 'planned');
       if (!request.drain) return plan;
       return { ...plan, blockers: drainBlockers(topology, request.drain.node, plan.steps, request.inFlight, config, request.drain.queuesOnly) };

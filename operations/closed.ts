@@ -61,6 +61,21 @@ const WIDE_EVERY_MS = 5_000;
 export class Looks {
   private lookedAt: number | null = null;
   private wideAt = 0;
+  private begunAt: number | null = null;
+  /** The look under way: one at a time, so a tick that stopped waiting for it leaves it to the next (`listedWithin`). */
+  private running: Promise<void> | null = null;
+
+  /**
+   * Lists with `list` from where a look begun now starts (`since`), or joins the look under way; settles once that
+   * look has listed. A look that fails is dropped: the next call begins another.
+   */
+  run(first: number, after: number, list: (since: number, now: number) => Promise<void>): Promise<void> {
+    if (this.running !== null) return this.running;
+    const now = (this.begunAt = Date.now());
+    const looked = list(this.since(now, first, after), now).then(() => this.done(now));
+    this.running = looked.finally(() => (this.running = null));
+    return this.running;
+  }
 
   /**
    * Where a look at `now` lists closes from: `first` at the first look; after that back the whole lag every
@@ -81,11 +96,30 @@ export class Looks {
     this.lookedAt = now;
   }
 
-  /** When the last look began, null before the first. */
+  /** When the last look that listed began, null before the first. */
   get last(): number | null {
     return this.lookedAt;
   }
+
+  /** When the last look began, listed or under way; null before the first. */
+  get begun(): number | null {
+    return this.begunAt;
+  }
 }
+
+/**
+ * Whether `look` has listed by the time `enough` settles (at once when it is absent). A tick waits for Temporal's lists
+ * only as long as its reads of the broker take, and a little more: on a dev server busy with 1,000 moves a list takes
+ * 50-700 ms, where the broker's reads take 60. Past that the tick goes on with what the book holds, and the look, still
+ * under way, serves the next tick. A look that fails before `enough` fails the tick; after it, the next tick's look.
+ */
+export async function listedWithin(look: Promise<void>, enough?: Promise<unknown>): Promise<boolean> {
+  let listed = false;
+  const done = look.then(() => void (listed = true));
+  await (enough === undefined ? done : Promise.race([done, enough.then(nothing, nothing)]));
+  return listed;
+}
+const nothing = (): void => undefined;
 
 /**
  * One task queue's partition cooldowns, kept from visibility: the whole cooldown (`windowMs`) listed at the first
@@ -95,17 +129,33 @@ export class Looks {
 export class CooledMoves {
   private moves: Record<string, CooledMove[]> = {};
   private readonly looks = new Looks();
+  /** Closes listed since the last `look` returned, by a look it joined or one a tick stopped waiting for. */
+  private unreturned: ClosedReconfiguration[] = [];
 
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
   ) {}
 
-  /** Lists what closed since the last look and records it; returns those listed that closed after `after`. */
-  async look(windowMs: number, after = 0): Promise<ClosedReconfiguration[]> {
-    const now = Date.now();
+  /**
+   * Lists what closed since the last look and records it (or joins the look under way), waiting for it until `enough`
+   * settles (see `listedWithin`); returns the closes listed since the last call that closed after `after`, and when the
+   * newest look that listed began (null before the first).
+   */
+  async look(windowMs: number, after = 0, enough?: Promise<unknown>): Promise<{ closed: ClosedReconfiguration[]; listedFrom: number | null }> {
     // The first look lists the whole cooldown.
-    const closed = await closedSince(this.client, this.taskQueue, this.looks.since(now, now - windowMs - VISIBILITY_LAG_MS, after));
+    const first = this.looks.last === null;
+    const looked = this.looks.run(Date.now() - windowMs - VISIBILITY_LAG_MS, after, (since, now) => this.list(since, now, windowMs));
+    // The first look is waited for: there is nothing listed yet to plan with.
+    await listedWithin(looked, first ? undefined : enough);
+    const closed = this.unreturned.filter((c) => c.closedAt > after);
+    this.unreturned = [];
+    return { closed, listedFrom: this.looks.last };
+  }
+
+  /** One look's list: records what closed since `since`, keeps it for the next `look` to return, and ends past cooldowns. */
+  private async list(since: number, now: number, windowMs: number): Promise<void> {
+    const closed = await closedSince(this.client, this.taskQueue, since);
     this.record(closed, windowMs);
     // Ended cooldowns go here, once a look: in place, as the book holds thousands at size and a tick looks every time.
     for (const [partition, list] of Object.entries(this.moves)) {
@@ -113,8 +163,7 @@ export class CooledMoves {
       if (running.length === 0) delete this.moves[partition];
       else if (running.length < list.length) this.moves[partition] = running;
     }
-    this.looks.done(now);
-    return closed.filter((c) => c.closedAt > after);
+    this.unreturned.push(...closed);
   }
 
   /** Records completed reconfigurations the caller learnt of itself (the loop's own, from Temporal's record of each). */
@@ -122,10 +171,13 @@ export class CooledMoves {
     for (const c of closed) cool({}, this.moves, c, c.closedAt, { nodeCooldownMs: 0, partitionCooldownMs: windowMs }, false);
   }
 
-  /** The cooldowns, looked up afresh when the last look is older than `freshMs`. */
+  /**
+   * The cooldowns, looked up afresh when the last look began longer than `freshMs` ago. A look this tick's snapshot
+   * began and stopped waiting for is not waited for here either: the tick holds what it may not list.
+   */
   async current(windowMs: number, freshMs: number): Promise<Record<string, CooledMove[]>> {
-    const last = this.looks.last;
-    if (last === null || Date.now() - last > freshMs) await this.look(windowMs, Date.now());
+    const last = this.looks.begun;
+    if (last === null || Date.now() - last > freshMs) await this.looks.run(Date.now() - windowMs - VISIBILITY_LAG_MS, Date.now(), (since, now) => this.list(since, now, windowMs));
     return this.moves;
   }
 

@@ -6,7 +6,7 @@
 import type { Client } from '@temporalio/client';
 import { RECONFIGURATION_ID_PREFIX, type TrackedMove } from '../rules/definitions';
 import { VISIBILITY_LAG_MS } from '../rules/rebalancer-rules';
-import { Looks } from './closed';
+import { listedWithin, Looks } from './closed';
 import { runsInProgress } from './moves';
 
 /** How often the runs in progress are listed whole, beside the ticks (a list of 1,000 takes 0.3-1.7 s). */
@@ -42,14 +42,24 @@ export class RunningMoves {
     private readonly onListFailed: (err: unknown) => void = () => undefined,
   ) {}
 
-  /** The tracked moves visibility does not vouch for as running: ask Temporal about each of these. */
-  async toDescribe(tracked: readonly TrackedMove[]): Promise<TrackedMove[]> {
-    const now = Date.now();
+  /**
+   * The tracked moves visibility does not vouch for as running: ask Temporal about each of these. The look at the
+   * closes is waited for until `enough` settles (`listedWithin`); a look still under way then leaves some ends to a
+   * later tick (a move counted in flight a little longer), and `late` settles with what to describe once it has listed.
+   */
+  async toDescribe(tracked: readonly TrackedMove[], enough?: Promise<unknown>): Promise<{ asked: TrackedMove[]; late: Promise<TrackedMove[]> | null }> {
     this.adopt();
     if (this.listed === null) this.listed = await this.listRunning();
-    else if (this.next === null && now - this.listed.from - VISIBILITY_LAG_MS >= FULL_LIST_EVERY_MS) this.next = this.listBeside();
-    await this.look(now, this.listed.from);
-    const { runs, from } = this.listed;
+    else if (this.next === null && Date.now() - this.listed.from - VISIBILITY_LAG_MS >= FULL_LIST_EVERY_MS) this.next = this.listBeside();
+    const first = this.looks.last === null;
+    const looked = this.looks.run(this.listed.from, Infinity, (since, now) => this.look(since, now));
+    // The first look is waited for, as the whole list before it.
+    const listed = await listedWithin(looked, first ? undefined : enough);
+    return { asked: this.unvouched(tracked), late: listed ? null : looked.then(() => this.unvouched(tracked)) };
+  }
+
+  private unvouched(tracked: readonly TrackedMove[]): TrackedMove[] {
+    const { runs, from } = this.listed!;
     return tracked.filter((m) => this.closed.has(m.runId) || !(runs.has(m.runId) || m.startedAt > from));
   }
 
@@ -80,8 +90,7 @@ export class RunningMoves {
     for (const [run, closedAt] of this.closed) if (closedAt <= from) this.closed.delete(run);
   }
 
-  private async look(now: number, first: number): Promise<void> {
-    const since = this.looks.since(now, first);
+  private async look(since: number, now: number): Promise<void> {
     const query =
       `WorkflowId STARTS_WITH "${RECONFIGURATION_ID_PREFIX}" AND TaskQueue = ${JSON.stringify(this.taskQueue)} AND ` +
       `ExecutionStatus != "Running" AND CloseTime > "${new Date(since).toISOString()}"`;
@@ -91,6 +100,5 @@ export class RunningMoves {
       const first = wf.raw.firstRunId;
       if (first) this.closed.set(first, closedAt);
     }
-    this.looks.done(now);
   }
 }

@@ -60,7 +60,7 @@ function visibility(runs: Run[]) {
 async function foundAt(book: RunningMoves, tracked: TrackedMove[], run: string, t0: number, untilMs: number): Promise<number | null> {
   for (let s = 0; s * 1_000 <= untilMs; s++) {
     vi.setSystemTime(t0 + s * 1_000);
-    if ((await book.toDescribe(tracked)).some((m) => m.runId === run)) return s * 1_000;
+    if ((await book.toDescribe(tracked)).asked.some((m) => m.runId === run)) return s * 1_000;
     // Let a whole list begun beside this tick come in before the next.
     await vi.advanceTimersByTimeAsync(0);
   }
@@ -80,7 +80,7 @@ describe('the book of moves in progress', () => {
     const book = new RunningMoves(client, 'rebalancer');
     const tracked = [move('listed', t0 - 60_000), move('gone', t0 - 120_000), move('new', t0 + 500)];
     // `new` started after the list and closed after it if at all: a close the looks hold once visibility lists it.
-    expect((await book.toDescribe(tracked)).map((m) => m.runId)).toEqual(['gone']);
+    expect((await book.toDescribe(tracked)).asked.map((m) => m.runId)).toEqual(['gone']);
   });
 
   it('names a vouched run to describe once visibility lists its close, and lists the runs in progress whole only now and then', async () => {
@@ -89,7 +89,7 @@ describe('the book of moves in progress', () => {
     const { client, lists } = visibility(runs);
     const book = new RunningMoves(client, 'rebalancer');
     const tracked = [move('a', t0 - 10_000)];
-    expect(await book.toDescribe(tracked)).toEqual([]);
+    expect(await book.toDescribe(tracked)).toEqual({ asked: [], late: null });
     Object.assign(runs[0]!, { closedAt: t0 + 2_000, closeListedAt: t0 + 2_500 });
     expect(await foundAt(book, tracked, 'a', t0, 10_000)).toBe(3_000);
     expect(lists.running).toBe(1);
@@ -127,7 +127,7 @@ describe('the book of moves in progress', () => {
       },
     } as unknown as Parameters<typeof endsOf>[0];
     const tracked = [move('a', 0), move('b', 0)];
-    const withBook = await endsOf(client, tracked, { toDescribe: () => Promise.resolve([tracked[1]!]) });
+    const withBook = await endsOf(client, tracked, { toDescribe: () => Promise.resolve({ asked: [tracked[1]!], late: null }) });
     expect(withBook.ends).toEqual([null, { workflowId: 'reconfigure-q-b', runId: 'b', status: 'completed', detail: null }]);
     expect([withBook.described, described]).toEqual([1, ['reconfigure-q-b']]);
     const withoutBook = await endsOf(client, tracked, null);
