@@ -289,7 +289,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         ...(closed === undefined ? {} : { cooling: cooledMoves().count() }),
       };
       // The tick's cost at size (docs/scale.md): the topology read and the rest.
-      log?.debug({ ms: Math.round(performance.now() - started), ...took, bookMs, described, lateEnds: late !== null, held: held.length, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
+      log?.debug({ ms: Math.round(performance.now() - started), ...took, bookMs, described, wentOn: late !== null || looked?.listed === false, held: held.length, tracked: tracked.length, partitions: topology.partitions.length }, 'snapshot');
       return snapshot;
     },
 

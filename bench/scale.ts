@@ -71,7 +71,7 @@ type SnapshotPart = (typeof SNAPSHOT_PARTS)[number];
 export function ticksOf(
   lines: LogLine[],
   from: number,
-): { ms: number; snapshotMs: number; planMs: number; read: 'whole' | 'changes' | 'none'; at: number; parts: Partial<Record<SnapshotPart, number>> }[] {
+): { ms: number; snapshotMs: number; planMs: number; read: 'whole' | 'changes' | 'none'; at: number; parts: Partial<Record<SnapshotPart, number>>; wentOn: boolean }[] {
   const ticks = [];
   let read: 'whole' | 'changes' | 'none' = 'none';
   let snapshot: LogLine | null = null;
@@ -84,7 +84,8 @@ export function ticksOf(
       if (snapshot.time >= from) {
         const [snapshotMs, planMs] = [snapshot.ms as number, l.ms as number];
         const parts = Object.fromEntries(SNAPSHOT_PARTS.filter((k) => typeof snapshot![k] === 'number').map((k) => [k, snapshot![k] as number]));
-        ticks.push({ ms: snapshotMs + planMs, snapshotMs, planMs, read, at: snapshot.time, parts });
+        // The snapshot went on without a visibility list still under way (`listedWithin`).
+        ticks.push({ ms: snapshotMs + planMs, snapshotMs, planMs, read, at: snapshot.time, parts, wentOn: snapshot.wentOn === true });
       }
       snapshot = null;
       read = 'none';
@@ -259,6 +260,7 @@ export async function run(args: string[]): Promise<void> {
       warmTickMs: stat(warm.map((t) => t.ms)),
       warmSnapshotMs: stat(warm.map((t) => t.snapshotMs)),
       warmPlanMs: stat(warm.map((t) => t.planMs)),
+      warmTicksWithoutAList: warm.filter((t) => t.wentOn).length,
       warmSnapshotPartsMs: Object.fromEntries(SNAPSHOT_PARTS.map((k) => [k, stat(warm.flatMap((t) => (t.parts[k] === undefined ? [] : [t.parts[k]])))])),
       wholeReadMs: stat(wholeReads(lines)),
       checkReadMs: stat(checks),
@@ -277,6 +279,7 @@ export async function run(args: string[]): Promise<void> {
     row('  of which the snapshot, ms', result.warmSnapshotMs, '');
     for (const [k, v] of Object.entries(result.warmSnapshotPartsMs)) row(`    snapshot's ${k.replace(/Ms$/, '')} read done, ms`, v, 'side by side');
     row('  of which the plan, ms', result.warmPlanMs, '');
+    say(`  ${result.warmTicksWithoutAList} of ${warm.length} warm ticks went on without a visibility list, as long as the broker's reads took and 25 ms more`);
     row('whole read (the fallback), ms', result.wholeReadMs, 'at start, after a 410; a tick waits for it');
     row('the check, a page (or a whole read) at a time, ms', result.checkReadMs, 'a pass a minute, 2,000 records a page, beside the ticks');
     row('rebalancer status, ms', result.commandsMs.status, `target ${TARGETS.commandMs} ms`);

@@ -139,18 +139,18 @@ export class CooledMoves {
 
   /**
    * Lists what closed since the last look and records it (or joins the look under way), waiting for it until `enough`
-   * settles (see `listedWithin`); returns the closes listed since the last call that closed after `after`, and when the
-   * newest look that listed began (null before the first).
+   * settles (see `listedWithin`); returns the closes listed since the last call that closed after `after`, when the
+   * newest look that listed began (null before the first), and whether the look waited for had listed in time.
    */
-  async look(windowMs: number, after = 0, enough?: Promise<unknown>): Promise<{ closed: ClosedReconfiguration[]; listedFrom: number | null }> {
+  async look(windowMs: number, after = 0, enough?: Promise<unknown>): Promise<{ closed: ClosedReconfiguration[]; listedFrom: number | null; listed: boolean }> {
     // The first look lists the whole cooldown.
     const first = this.looks.last === null;
     const looked = this.looks.run(Date.now() - windowMs - VISIBILITY_LAG_MS, after, (since, now) => this.list(since, now, windowMs));
     // The first look is waited for: there is nothing listed yet to plan with.
-    await listedWithin(looked, first ? undefined : enough);
+    const listed = await listedWithin(looked, first ? undefined : enough);
     const closed = this.unreturned.filter((c) => c.closedAt > after);
     this.unreturned = [];
-    return { closed, listedFrom: this.looks.last };
+    return { closed, listedFrom: this.looks.last, listed };
   }
 
   /** One look's list: records what closed since `since`, keeps it for the next `look` to return, and ends past cooldowns. */
