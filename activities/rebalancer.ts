@@ -197,18 +197,15 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
   const wakeOnEnds = (late: Promise<TrackedMove[]>): void => {
     const workflowId = Context.current().info.workflowExecution?.workflowId;
     if (workflowId === undefined) return;
-    late.then(
-      (missed) => {
-        if (missed.length === 0) return;
-        log?.debug({ workflowId, ends: missed.length }, 'ends listed after the tick went on: waking it');
-        // A workflow that ended meanwhile needs no wake-up.
-        deps.client.workflow
-          .getHandle(workflowId)
-          .signal(topologySignal, { event: 'assignment_changed', partition: missed[0]!.partition, seq: 0 })
-          .catch((err: unknown) => log?.debug({ err, workflowId }, 'the wake-up after a late look was not delivered'));
-      },
-      (err: unknown) => log?.warn({ err, workflowId }, 'a look at the closes the tick went on without failed; the next tick looks again'),
-    );
+    void late.then((missed) => {
+      if (missed.length === 0) return;
+      log?.debug({ workflowId, ends: missed.length }, 'ends listed after the tick went on: waking it');
+      // A workflow that ended meanwhile needs no wake-up.
+      deps.client.workflow
+        .getHandle(workflowId)
+        .signal(topologySignal, { event: 'assignment_changed', partition: missed[0]!.partition, seq: 0 })
+        .catch((err: unknown) => log?.debug({ err, workflowId }, 'the wake-up after a late look was not delivered'));
+    });
   };
   /** The planner's reading of the records of the topologies planned on, followed from tick to tick (planner/kept.ts). */
   const kept = new KeptReading();

@@ -45,7 +45,8 @@ export class RunningMoves {
   /**
    * The tracked moves visibility does not vouch for as running: ask Temporal about each of these. The look at the
    * closes is waited for until `enough` settles (`listedWithin`); a look still under way then leaves some ends to a
-   * later tick (a move counted in flight a little longer), and `late` settles with what to describe once it has listed.
+   * later tick (a move counted in flight a little longer), and `late` settles with what to describe once it has listed
+   * (nothing more, when it failed).
    */
   async toDescribe(tracked: readonly TrackedMove[], enough?: Promise<unknown>): Promise<{ asked: TrackedMove[]; late: Promise<TrackedMove[]> | null }> {
     this.adopt();
@@ -55,7 +56,15 @@ export class RunningMoves {
     const looked = this.looks.run(this.listed.from, Infinity, (since, now) => this.look(since, now));
     // The first look is waited for, as the whole list before it.
     const listed = await listedWithin(looked, first ? undefined : enough);
-    return { asked: this.unvouched(tracked), late: listed ? null : looked.then(() => this.unvouched(tracked)) };
+    // A look that fails after the tick went on is the next tick's to make again; `late` never fails.
+    const late = listed ? null : looked.then(
+      () => this.unvouched(tracked),
+      (err: unknown) => {
+        this.onListFailed(err);
+        return [];
+      },
+    );
+    return { asked: this.unvouched(tracked), late };
   }
 
   private unvouched(tracked: readonly TrackedMove[]): TrackedMove[] {

@@ -31,6 +31,7 @@ function temporal(running: string[]) {
   const closes: Close[] = [];
   const signals: { workflowId: string; args: unknown[] }[] = [];
   let slow: Promise<void> | null = null;
+  let failing = false;
   const client = {
     workflow: {
       list: ({ query }: { query: string }) => {
@@ -38,6 +39,7 @@ function temporal(running: string[]) {
         const gate = inProgress ? null : slow;
         return (async function* () {
           if (gate) await gate;
+          if (gate && failing) throw new Error('visibility unavailable');
           if (inProgress) {
             yield* running.map((runId) => ({ runId, raw: {} }));
             return;
@@ -53,6 +55,11 @@ function temporal(running: string[]) {
         })();
       },
       getHandle: (workflowId: string) => ({
+        // A closed move, as Temporal describes it after the `outcome-memo` patch.
+        describe: () => {
+          const c = closes.find((x) => `reconfigure-${x.partition}` === workflowId)!;
+          return Promise.resolve({ runId: c.runId, status: { name: 'COMPLETED' }, raw: { workflowExecutionInfo: {} }, memo: { outcome: { status: 'completed' } } });
+        },
         signal: (...args: unknown[]) => {
           signals.push({ workflowId, args });
           return Promise.resolve();
@@ -64,10 +71,11 @@ function temporal(running: string[]) {
     client,
     closes,
     signals,
-    /** Lists answer only once the returned function is called. */
-    slowDown(): () => void {
+    /** Lists answer only once the returned function is called, and then fail when `fail`. */
+    slowDown(fail = false): () => void {
       let release!: () => void;
       slow = new Promise<void>((r) => (release = r));
+      failing = fail;
       return () => {
         slow = null;
         release();
@@ -141,6 +149,23 @@ describe('a tick that goes on without the list of closes', () => {
     release();
     await new Promise((r) => setTimeout(r, 50));
     expect(l.signals).toEqual([{ workflowId: 'test', args: [expect.objectContaining({ name: 'topology' }), { event: 'assignment_changed', partition: 'q-b', seq: 0 }] }]);
+  });
+
+  it('a list that fails after the tick went on is made again by the next tick, and wakes nothing', async () => {
+    const move: TrackedMove = { partition: 'q-b', op: 'follower_move', from: 'n3', to: 'n1', workflowId: 'reconfigure-q-b', runId: 'r-1', startedAt: Date.now() - 60_000, bytes: 0, reason: 'test' };
+    const l = loop(['r-1']);
+    await l.tick([move]);
+    const release = l.slowDown(true);
+    l.closes.push({ partition: 'q-b', runId: 'r-1', from: 'n3', to: 'n1', closedAt: Date.now() });
+    expect((await l.tick([move])).snapshot.ended).toEqual([]);
+    release();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(l.signals).toEqual([]);
+    // The next tick lists again, and the move's end is found.
+    expect(l.closes).toHaveLength(1);
+    const again = await l.tick([move]);
+    expect(again.snapshot.ended).toEqual([{ workflowId: 'reconfigure-q-b', runId: 'r-1', status: 'completed', detail: null }]);
+    expect(again.snapshot.inFlight).toEqual([]);
   });
 });
 
