@@ -7,7 +7,7 @@
  */
 import type { Topology } from '../cluster/contract';
 
-/** Topologies kept per task queue: ticks come at least every few seconds while the lists are slow. */
+/** Topologies kept per task queue: a list still under way after this many ticks holds every partition until it lists. */
 const KEPT = 8;
 
 export class UnlistedChanges {
