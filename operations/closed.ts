@@ -101,6 +101,16 @@ export class Looks {
     return this.lookedAt;
   }
 
+  /**
+   * `run`, waited for until `enough` settles (`listedWithin`), except the first look, waited for whole: there is
+   * nothing listed yet to go on with. Whether the look had listed by then.
+   */
+  runWithin(first: number, after: number, list: (since: number, now: number) => Promise<void>, enough?: Promise<unknown>): { looked: Promise<void>; listed: Promise<boolean> } {
+    const firstLook = this.lookedAt === null;
+    const looked = this.run(first, after, list);
+    return { looked, listed: listedWithin(looked, firstLook ? undefined : enough) };
+  }
+
   /** When the last look began, listed or under way; null before the first. */
   get begun(): number | null {
     return this.begunAt;
@@ -143,11 +153,7 @@ export class CooledMoves {
    * newest look that listed began (null before the first), and whether the look waited for had listed in time.
    */
   async look(windowMs: number, after = 0, enough?: Promise<unknown>): Promise<{ closed: ClosedReconfiguration[]; listedFrom: number | null; listed: boolean }> {
-    // The first look lists the whole cooldown.
-    const first = this.looks.last === null;
-    const looked = this.looks.run(Date.now() - windowMs - VISIBILITY_LAG_MS, after, (since, now) => this.list(since, now, windowMs));
-    // The first look is waited for: there is nothing listed yet to plan with.
-    const listed = await listedWithin(looked, first ? undefined : enough);
+    const listed = await this.run(windowMs, after, enough).listed;
     const closed = this.unreturned.filter((c) => c.closedAt > after);
     this.unreturned = [];
     return { closed, listedFrom: this.looks.last, listed };
@@ -177,8 +183,13 @@ export class CooledMoves {
    */
   async current(windowMs: number, freshMs: number): Promise<Record<string, CooledMove[]>> {
     const last = this.looks.begun;
-    if (last === null || Date.now() - last > freshMs) await this.looks.run(Date.now() - windowMs - VISIBILITY_LAG_MS, Date.now(), (since, now) => this.list(since, now, windowMs));
+    if (last === null || Date.now() - last > freshMs) await this.run(windowMs, Date.now()).listed;
     return this.moves;
+  }
+
+  /** A look of this book (`Looks.runWithin`); the first lists the whole cooldown. */
+  private run(windowMs: number, after: number, enough?: Promise<unknown>): { looked: Promise<void>; listed: Promise<boolean> } {
+    return this.looks.runWithin(Date.now() - windowMs - VISIBILITY_LAG_MS, after, (since, now) => this.list(since, now, windowMs), enough);
   }
 
   /** Partitions cooling at the last look. */

@@ -6,7 +6,7 @@
 import type { Client } from '@temporalio/client';
 import { RECONFIGURATION_ID_PREFIX, type TrackedMove } from '../rules/definitions';
 import { VISIBILITY_LAG_MS } from '../rules/rebalancer-rules';
-import { listedWithin, Looks } from './closed';
+import { Looks } from './closed';
 import { runsInProgress } from './moves';
 
 /** How often the runs in progress are listed whole, beside the ticks (a list of 1,000 takes 0.3-1.7 s). */
@@ -52,10 +52,8 @@ export class RunningMoves {
     this.adopt();
     if (this.listed === null) this.listed = await this.listRunning();
     else if (this.next === null && Date.now() - this.listed.from - VISIBILITY_LAG_MS >= FULL_LIST_EVERY_MS) this.next = this.listBeside();
-    const first = this.looks.last === null;
-    const looked = this.looks.run(this.listed.from, Infinity, (since, now) => this.look(since, now));
-    // The first look is waited for, as the whole list before it.
-    const listed = await listedWithin(looked, first ? undefined : enough);
+    const { looked, listed: within } = this.looks.runWithin(this.listed.from, Infinity, (since, now) => this.look(since, now), enough);
+    const listed = await within;
     // A look that fails after the tick went on is the next tick's to make again; `late` never fails.
     const late = listed ? null : looked.then(
       () => this.unvouched(tracked),
