@@ -29,7 +29,7 @@ import {
   type GuardedWriteName,
   type GuardedWriteRequest,
 } from './contract';
-import { conformingChanges, conformingPage, conformingTopology } from './conforming';
+import { conformingChanges, conformingNodes, conformingPage, conformingTopology } from './conforming';
 
 export class ClusterHttpError extends Error {
   constructor(
@@ -123,7 +123,7 @@ export class ClusterClient {
   }
 
   nodes(): Promise<NodesView> {
-    return this.request(NodesView, 'GET', '/v1/nodes');
+    return this.request(NodesView, 'GET', '/v1/nodes', undefined, [200], undefined, conformingNodes);
   }
 
   partition(id: string): Promise<PartitionView> {

@@ -4,9 +4,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Topology } from '../../cluster/contract';
+import { NodesView, Topology } from '../../cluster/contract';
 import { checkSnapshot, topologyProblem } from '../../planner';
-import { conformingTopology } from '../../cluster/conforming';
+import { conformingNodes, conformingTopology } from '../../cluster/conforming';
 import { node, partition, topology } from './planner-topology';
 
 /** checkSnapshot as it was, zod alone: the reference. */
@@ -74,6 +74,17 @@ const VALUES: unknown[] = [
   { offset: 1, joined: 'n1', leaving: 'n0', epoch: 1 },
 ];
 
+/** `doc` with each field set to each of VALUES or deleted, and each object with a key beside those the schema strips. */
+function nearMisses(doc: unknown): unknown[] {
+  const out: unknown[] = [];
+  for (const path of [[], ...paths(doc)]) {
+    const target = path.reduce<unknown>((o, k) => (o as Record<string | number, unknown>)[k], doc);
+    if (typeof target === 'object' && target !== null && !Array.isArray(target)) out.push(mutated(doc, [...path, 'extra'], 1));
+    if (path.length > 0) for (const value of VALUES) out.push(mutated(doc, path, value));
+  }
+  return out;
+}
+
 function sameAsZod(doc: unknown): void {
   const text = JSON.stringify(doc);
   expect(checkSnapshot(text)).toEqual(zodCheck(text));
@@ -92,17 +103,10 @@ describe('checkSnapshot without zod on the common case', () => {
   });
 
   it('answers as zod alone for every field set to every near miss, deleted, or beside a key the schema strips', () => {
-    const doc = fixture();
     let refused = 0;
-    for (const path of [[], ...paths(doc)]) {
-      const target = path.reduce<unknown>((o, k) => (o as Record<string | number, unknown>)[k], doc);
-      if (typeof target === 'object' && target !== null && !Array.isArray(target)) sameAsZod(mutated(doc, [...path, 'extra'], 1));
-      if (path.length === 0) continue;
-      for (const value of VALUES) {
-        const m = mutated(doc, path, value);
-        sameAsZod(m);
-        if (conformingTopology(m) === null) refused += 1;
-      }
+    for (const m of nearMisses(fixture())) {
+      sameAsZod(m);
+      if (conformingTopology(m) === null) refused += 1;
     }
     // Most near misses are refused: the comparison above ran zod's wording of them.
     expect(refused).toBeGreaterThan(1000);
@@ -126,5 +130,28 @@ describe('checkSnapshot without zod on the common case', () => {
       fc.property(fc.constantFrom(...all), fc.jsonValue({ maxDepth: 2 }), (path, value) => sameAsZod(mutated(doc, path, value))),
       { numRuns: 500, seed: 7 },
     );
+  });
+});
+
+describe('the nodes read without zod (conformingNodes)', () => {
+  const view = (): Record<string, unknown> => {
+    const { generation, now, nodes } = fixture();
+    return { generation, now, nodes };
+  };
+  /** A yes without zod is zod's yes, to the same nodes; a no leaves the words to zod. */
+  const sameAsZod = (doc: unknown): boolean => {
+    const fast = conformingNodes(structuredClone(doc));
+    if (fast !== null) expect(NodesView.safeParse(doc)).toEqual({ success: true, data: fast });
+    return fast !== null;
+  };
+
+  it('takes every node a move reads as zod returns it (downSince filled in with null)', () => {
+    expect(conformingNodes(view())).toEqual(NodesView.parse(view()));
+    expect(conformingNodes(view())).not.toBeNull();
+  });
+
+  it('answers as zod for every field set to every near miss, deleted, or beside a key the schema strips', () => {
+    const refused = nearMisses(view()).filter((m) => !sameAsZod(m)).length;
+    expect(refused).toBeGreaterThan(300);
   });
 });
