@@ -37,7 +37,7 @@ function view(p: Partial<Partition>, learner?: { durableOffset: number; bytesRem
 
 /** A watch with every patch (unless told otherwise), with vitest's fake timers standing in for workflow timers. */
 function setup(timing = {}, patches: Partial<WatchPatches> = {}) {
-  const all = { onTimers: true, recoveryAtItsEpoch: true, deadlineAtStart: true, admissionKept: true, pollBacksOff: true, ...patches };
+  const all = { onTimers: true, recoveryAtItsEpoch: true, deadlineAtStart: true, admissionKept: true, pollBacksOff: true, pollReadsThePartition: true, ...patches };
   const watch = new Watch('q-0', { ...DEFAULT_TIMING, ...timing }, all, (ms) => new Promise((r) => setTimeout(r, ms)));
   const op = new Operation({ kind: 'follower-move', partition: 'q-0', from: 'n2', to: 'n4', origin: 'operator' }, watch);
   return { watch, op };

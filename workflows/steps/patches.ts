@@ -55,6 +55,15 @@ export const DEADLINE_AT_START = 'deadline-at-start';
  */
 export const POLL_BACKS_OFF = 'poll-backs-off';
 
+/**
+ * Executions that have it poll with `readPartition`: the partition's record and progress, whose replicas carry the
+ * liveness of its nodes, where a poll read every node too (`readMoveContext`). A wait consults the liveness of the
+ * partition's own nodes only (a node it no longer names is heard of from the relay's node signals), and every poll
+ * recorded every node in the move's history: about 170 KB at 1,000 nodes, past the 512 KB Temporal warns at near
+ * 3,000; and the broker's list of nodes went over every partition (100,000 at size) for their rates, at each poll.
+ */
+export const POLL_READS_THE_PARTITION = 'poll-reads-the-partition';
+
 /** The patches a watch's behaviour depends on, asked once when the operation begins. */
 export interface WatchPatches {
   /** DECIDE_ON_TIMERS: reads are normal activities and time decisions are set by timers. */
@@ -67,6 +76,8 @@ export interface WatchPatches {
   admissionKept: boolean;
   /** POLL_BACKS_OFF. */
   pollBacksOff: boolean;
+  /** POLL_READS_THE_PARTITION. */
+  pollReadsThePartition: boolean;
 }
 
 /** Ask the patches a watch depends on: once, first, when the operation begins. */
@@ -77,5 +88,6 @@ export function watchPatches(): WatchPatches {
     deadlineAtStart: patched(DEADLINE_AT_START),
     admissionKept: patched(ADMISSION_KEPT),
     pollBacksOff: patched(POLL_BACKS_OFF),
+    pollReadsThePartition: patched(POLL_READS_THE_PARTITION),
   };
 }

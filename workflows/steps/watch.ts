@@ -38,7 +38,7 @@ export const ACTIVITY_OPTIONS = {
 const { readMoveContext: readLocally } = proxyLocalActivities<Activities>(ACTIVITY_OPTIONS);
 // A guarded write is a normal activity: the server records its input, so every retry sends the same body
 // under the same idempotency key and gets the first reply back.
-const { guardedWrite, readMoveContext } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
+const { guardedWrite, readMoveContext, readPartition } = proxyActivities<Activities>(ACTIVITY_OPTIONS);
 
 /** What ends a wait early: the step's caller decides what each means. */
 export type Interrupt = 'recovery' | 'cancel' | 'node_down' | 'stalled' | 'deadline';
@@ -90,6 +90,8 @@ export class Watch {
   private readonly admissionKept: boolean;
   /** Patch poll-backs-off: each read in one wait doubles the delay to the next poll, up to POLL_BACKOFF times pollMs. */
   private readonly pollBacksOff: boolean;
+  /** Patch poll-reads-the-partition: a poll reads the partition, not every node. */
+  private readonly pollReadsThePartition: boolean;
 
   constructor(
     readonly partitionId: string,
@@ -103,6 +105,7 @@ export class Watch {
     this.deadlineAtStart = patches.deadlineAtStart;
     this.admissionKept = patches.admissionKept;
     this.pollBacksOff = patches.pollBacksOff;
+    this.pollReadsThePartition = patches.pollReadsThePartition && patches.onTimers;
     this.transfers = new Transfers(timing, { onTimers: this.onTimers, fixedBytes: this.deadlineAtStart }, (ms, fired) => this.after(ms, fired));
   }
 
@@ -281,6 +284,12 @@ export class Watch {
     return ctx;
   }
 
+  /** A wait's poll: `read()`, or with patch poll-reads-the-partition the partition alone (its progress says who is live). */
+  private async poll(): Promise<void> {
+    if (this.pollReadsThePartition) this.absorb(await readPartition(this.partitionId));
+    else await this.read();
+  }
+
   /**
    * Re-read T's durable offset from the broker, for when the broker's word must win over the maximum signals
    * reported (a lost disk can lower it).
@@ -400,7 +409,7 @@ export class Watch {
       if (poll && this.pollDue) {
         this.pollDue = false;
         reads++;
-        await this.read();
+        await this.poll();
         continue;
       }
       if (poll) this.armPoll(this.pollBacksOff ? Math.min(2 ** reads, POLL_BACKOFF) : 1);
