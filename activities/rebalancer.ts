@@ -20,6 +20,7 @@ import { checkDrain, drainBlockers, drainLeft, planInputFor, type DrainBlocker, 
 import { activeNodes, inFlightMoves, recoveryPending, type ClosedReconfiguration } from '../rules/rebalancer-rules';
 import { CooledMoves, withMoves } from '../operations/closed';
 import { UnlistedChanges } from '../operations/unlisted';
+import { notAtRest } from '../cluster/derived';
 
 export interface RebalancerDeps {
   cluster: Pick<ClusterClient, 'topology' | 'syncBudget'>;
@@ -274,10 +275,12 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
         cooledMoves().record(own, coolFor ?? DEFAULT_PLANNER_CONFIG.partitionCooldownMs);
       }
       const endedRuns = new Set(ended.map((e) => e.runId));
+      // From the model's records not at rest, not a pass over every record (cluster/derived.ts).
+      const records = notAtRest(topology.partitions, tracked.map((m) => m.partition)) ?? topology.partitions;
       const snapshot: Snapshot = {
-        inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers),
+        inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers, records),
         ended,
-        recoveryPending: recoveryPending(topology),
+        recoveryPending: recoveryPending(topology, records),
         draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
         active: activeNodes(topology),
         // Null from the loop: an absent argument arrives as null through the payload converter.

@@ -13,6 +13,7 @@
  */
 import { ClusterHttpError, type ClusterClient } from './client';
 import { TOPOLOGY_PAGE_MAX, type Partition, type Topology, type TopologyChanges, type TopologyPage } from './contract';
+import { carry, placesOf, seal } from './derived';
 
 export interface ModelStats {
   fullReads: number;
@@ -69,14 +70,14 @@ export function assignmentOf(p: Partition): string {
  */
 export function applyChanges(topology: Topology, changes: TopologyChanges): Topology {
   const head = { contractVersion: changes.contractVersion, generation: changes.generation, now: changes.now, nodes: changes.nodes };
-  // The common tick at size: nothing or a few records changed, none created or deleted. The order stays, so the
-  // index of the records by id serves the next topology too.
-  const index = indexOf(topology.partitions);
+  // The common tick at size: nothing or a few records changed, none created or deleted. The order stays, so what was
+  // derived of the records (their places by id, those not at rest) serves the next topology too.
+  const index = placesOf(topology.partitions);
   if (changes.removed.length === 0 && changes.partitions.every((p) => index.has(p.id))) {
     if (changes.partitions.length === 0) return { ...head, partitions: topology.partitions };
     const partitions = topology.partitions.slice();
     for (const p of changes.partitions) partitions[index.get(p.id)!] = p;
-    indexes.set(partitions, index);
+    carry(topology.partitions, partitions, changes.partitions);
     return { ...head, partitions };
   }
   const changed = new Map(changes.partitions.map((p) => [p.id, p]));
@@ -91,18 +92,6 @@ export function applyChanges(topology: Topology, changes: TopologyChanges): Topo
   }
   for (const p of changed.values()) partitions.push(p);
   return { ...head, partitions };
-}
-
-/** Each partition list's position by id, built once per list a whole read or a creation or deletion made. */
-const indexes = new WeakMap<readonly Partition[], Map<string, number>>();
-
-function indexOf(partitions: readonly Partition[]): Map<string, number> {
-  let index = indexes.get(partitions);
-  if (index === undefined) {
-    index = new Map(partitions.map((p, i) => [p.id, i]));
-    indexes.set(partitions, index);
-  }
-  return index;
 }
 
 /** Ids of the records in `model` and `fresh` whose assignment differs, leaving out those in `skip`. */
@@ -147,9 +136,10 @@ function withFigures(held: Partition, p: Partition): Partition {
  * those records only the figures.
  */
 export function withPage(model: Topology, page: TopologyPage, after: string | null, moved: ReadonlySet<string>): { topology: Topology; drifted: string[] } {
-  const index = indexOf(model.partitions);
+  const index = placesOf(model.partitions);
   const partitions = model.partitions.slice();
   const drifted: string[] = [];
+  const replaced: Partition[] = [];
   const listed = new Set<string>();
   const added: Partition[] = [];
   for (const p of page.partitions) {
@@ -164,14 +154,14 @@ export function withPage(model: Topology, page: TopologyPage, after: string | nu
     const held = partitions[i]!;
     if (assignmentOf(held) !== assignmentOf(p)) {
       drifted.push(p.id);
-      partitions[i] = p;
-    } else if (!sameAdvisory(held, p)) partitions[i] = withFigures(held, p);
+      replaced.push((partitions[i] = p));
+    } else if (!sameAdvisory(held, p)) replaced.push((partitions[i] = withFigures(held, p)));
   }
   const inRange = (id: string) => (after === null || id > after) && (page.next === null || id <= page.next);
   const gone = new Set(model.partitions.filter((p) => inRange(p.id) && !listed.has(p.id) && !moved.has(p.id)).map((p) => p.id));
   drifted.push(...gone);
   if (added.length === 0 && gone.size === 0) {
-    indexes.set(partitions, index);
+    carry(model.partitions, partitions, replaced);
     return { topology: { ...model, partitions }, drifted };
   }
   return { topology: { ...model, partitions: [...partitions.filter((p) => !gone.has(p.id)), ...added] }, drifted };
@@ -232,10 +222,11 @@ export class TopologyModel {
       this.stats.fallbacks++;
       return this.adopt(await this.full(null));
     }
-    this.topology = applyChanges(held, changes);
+    const topology = applyChanges(held, changes);
+    this.hold(topology);
     this.stats.changesReads++;
     this.options.log?.debug({ read: 'changes', ms: Math.round(performance.now() - started), changed: changes.partitions.length + changes.removed.length, generation: changes.generation }, 'topology read');
-    return this.topology;
+    return topology;
   }
 
   /**
@@ -272,7 +263,7 @@ export class TopologyModel {
           if (since === null) return;
           const { topology, drifted } = withPage(applyChanges(current, since), page, pass.after, new Set([...since.partitions.map((p) => p.id), ...since.removed]));
           this.drift(drifted);
-          this.topology = topology;
+          this.hold(topology);
           this.options.log?.debug({ read: 'page', ms: Math.round(performance.now() - started), records: page.partitions.length, drifted: drifted.length, generation: topology.generation }, 'topology read');
           pass.after = page.next;
           if (page.next === null && this.pass === pass) this.pass = null;
@@ -322,9 +313,15 @@ export class TopologyModel {
       });
   }
 
+  /** The model's topology from now on: its list of records is handed out, and never changed in place (cluster/derived.ts). */
+  private hold(topology: Topology): void {
+    seal(topology.partitions);
+    this.topology = topology;
+  }
+
   /** A whole read's topology: it checked every record, so the period and any pass under way start again. */
   private adopt(topology: Topology): Topology {
-    this.topology = topology;
+    this.hold(topology);
     this.fullAt = this.now();
     this.pass = null;
     return topology;

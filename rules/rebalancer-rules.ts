@@ -222,18 +222,20 @@ export function holders(p: Partition): string[] {
 /**
  * Every reconfiguration in flight, as the planner counts it: the moves this workflow tracks (it knows their
  * source) and every change the topology shows in flight (learners, a leaving replica, admission closed for a
- * handoff), whoever started it. Bytes remaining come from the sync budget's transfers.
+ * handoff), whoever started it. Bytes remaining come from the sync budget's transfers. `records`: the topology's,
+ * or of them those not at rest and the tracked moves', in the same order (cluster/derived.ts: 100,000 at size).
  */
-export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transfers: Transfer[]): InFlightMove[] {
-  const bytesTo = (partition: string, node: string) =>
-    transfers.filter((t) => t.partition === partition && t.node === node).reduce((sum, t) => sum + t.bytesRemaining, 0);
-  // One pass over the partitions (100,000 at size, every tick): the records of tracked moves, and the others changing.
+export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transfers: Transfer[], records: readonly Partition[] = topology.partitions): InFlightMove[] {
+  const remaining = new Map<string, number>();
+  for (const t of transfers) remaining.set(`${t.partition} ${t.node}`, (remaining.get(`${t.partition} ${t.node}`) ?? 0) + t.bytesRemaining);
+  const bytesTo = (partition: string, node: string) => remaining.get(`${partition} ${node}`) ?? 0;
+  // One pass over `records`: the records of tracked moves, and the others changing.
   const trackedIds = new Set(tracked.map((m) => m.partition));
-  const records = new Map<string, Partition>();
+  const found = new Map<string, Partition>();
   const others: InFlightMove[] = [];
-  for (const p of topology.partitions) {
+  for (const p of records) {
     if (trackedIds.has(p.id)) {
-      records.set(p.id, p);
+      found.set(p.id, p);
       continue;
     }
     const learner = p.learners[0];
@@ -243,7 +245,7 @@ export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transf
   }
   const out = new Map<string, InFlightMove>();
   for (const m of tracked) {
-    const p = records.get(m.partition);
+    const p = found.get(m.partition);
     const learning = p?.learners.includes(m.to) ?? false;
     out.set(m.partition, { partition: m.partition, op: m.op, from: m.from, to: m.to, bytesRemaining: learning ? bytesTo(m.partition, m.to) : m.op !== 'owner_handoff' && !p?.followers.includes(m.to) ? m.bytes : 0 });
   }
@@ -251,9 +253,12 @@ export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transf
   return [...out.values()];
 }
 
-/** Pending recoveries in words, or null when none is pending: the loop plans nothing while one is. */
-export function recoveryPending(topology: Topology): string | null {
-  const pending = topology.partitions.filter((p) => p.pendingRecovery);
+/**
+ * Pending recoveries in words, or null when none is pending: the loop plans nothing while one is. `records`: the
+ * topology's, or any of them that hold those not at rest, in the same order.
+ */
+export function recoveryPending(topology: Topology, records: readonly Partition[] = topology.partitions): string | null {
+  const pending = records.filter((p) => p.pendingRecovery);
   if (pending.length === 0) return null;
   const named = pending.slice(0, 3).map((p) => `${p.id} (${p.pendingRecovery!.failedOwner} failed in epoch ${p.pendingRecovery!.epoch})`);
   return `recovery pending on ${named.join(', ')}${pending.length > 3 ? ` and ${pending.length - 3} more` : ''}`;

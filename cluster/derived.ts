@@ -1,0 +1,72 @@
+/**
+ * What is derived of the model's partition lists, kept per list and carried from a list to the next one a changes
+ * read or a page makes, so the loop's tick pays for what changed rather than for 100,000 records: each record's
+ * place by id, and the records not at rest, which the loop's snapshot reads the moves in flight and the recovery
+ * pause from (rules/rebalancer-rules.ts). Records not at rest are derived only of the lists the model handed out (`seal`):
+ * nothing changes those in place, so what was derived of one stays true.
+ */
+import type { Partition } from './contract';
+
+type List = readonly Partition[];
+
+const sealed = new WeakSet<List>();
+const places = new WeakMap<List, Map<string, number>>();
+const restless = new WeakMap<List, Map<string, Partition>>();
+
+/** A list the model hands out: never changed in place from now on. */
+export function seal(partitions: List): void {
+  sealed.add(partitions);
+}
+
+/** Each record's place in the list by id, built once per list (or carried). */
+export function placesOf(partitions: List): Map<string, number> {
+  let at = places.get(partitions);
+  if (at === undefined) {
+    at = new Map(partitions.map((p, i) => [p.id, i]));
+    places.set(partitions, at);
+  }
+  return at;
+}
+
+/** At rest: no copy being added or leaving, admission open, no recovery pending. */
+export function atRest(p: Partition): boolean {
+  return p.learners.length === 0 && p.leaving === null && p.admission === 'open' && p.pendingRecovery === null;
+}
+
+/**
+ * The records of a sealed list not at rest, and those of the ids in `also`, in the list's order; null for a list not
+ * sealed (pass over it whole).
+ */
+export function notAtRest(partitions: List, also: Iterable<string> = []): Partition[] | null {
+  if (!sealed.has(partitions)) return null;
+  let found = restless.get(partitions);
+  if (found === undefined) {
+    found = new Map();
+    for (const p of partitions) if (!atRest(p)) found.set(p.id, p);
+    restless.set(partitions, found);
+  }
+  const at = placesOf(partitions);
+  const records = new Map(found);
+  for (const id of also) {
+    const i = at.get(id);
+    if (i !== undefined) records.set(id, partitions[i]!);
+  }
+  return [...records.values()].sort((a, b) => at.get(a.id)! - at.get(b.id)!);
+}
+
+/**
+ * `next` is `prev` with `replaced` records in the places of their ids, none added or removed: each place stays, and
+ * the records not at rest are `prev`'s with the replaced ones judged again.
+ */
+export function carry(prev: List, next: List, replaced: Iterable<Partition>): void {
+  const at = places.get(prev);
+  if (at !== undefined) places.set(next, at);
+  const was = restless.get(prev);
+  if (was === undefined) return;
+  const found = new Map(was);
+  for (const p of replaced) {
+    if (atRest(p)) found.delete(p.id);
+    else found.set(p.id, p);
+  }
+  restless.set(next, found);
+}
