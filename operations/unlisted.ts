@@ -6,6 +6,7 @@
  * start of the newest list is held for that tick; the list under way lists its close for the next.
  */
 import type { Topology } from '../cluster/contract';
+import { placesOf, replacedSince } from '../cluster/derived';
 
 /** Topologies kept per task queue: a list still under way after this many ticks holds every partition until it lists. */
 const KEPT = 8;
@@ -32,9 +33,19 @@ export class UnlistedChanges {
   }
 }
 
-/** Ids of the partitions of `after` that `before` does not hold at the same record generation. */
+/**
+ * Ids of the partitions of `after` that `before` does not hold at the same record generation: of the records the model
+ * replaced between the two when it carried one into the other (cluster/derived.ts), else of every record.
+ */
 export function changedBetween(before: Topology, after: Topology): string[] {
   if (before.partitions === after.partitions) return [];
+  const replaced = replacedSince(before.partitions, after.partitions);
+  if (replaced !== null) {
+    // Carried: the same records in the same places but for those replaced.
+    const at = placesOf(after.partitions);
+    const places = [...replaced].map((id) => at.get(id)!).sort((a, b) => a - b);
+    return places.filter((i) => before.partitions[i]!.generation !== after.partitions[i]!.generation).map((i) => after.partitions[i]!.id);
+  }
   const at = before.partitions;
   let byId: Map<string, number> | null = null;
   const changed: string[] = [];
