@@ -108,10 +108,7 @@ export function changesSince(sim: ClusterSim, after: number, removed: string[]):
  * (consumers keep up); a node's rates are the sums over the partitions it owns.
  */
 export function nodesView(sim: ClusterSim): NodesView {
-  const rates = new Map<string, number>();
-  for (const p of sim.partitions.values()) {
-    if (serving(sim, p)) rates.set(p.owner, (rates.get(p.owner) ?? 0) + p.publishRate);
-  }
+  const rates = ownedRates(sim);
   return {
     generation: sim.generation,
     now: sim.now,
@@ -120,6 +117,24 @@ export function nodesView(sim: ClusterSim): NodesView {
       return nodeView(n, { publishRate: rate, deliveryRate: rate });
     }),
   };
+}
+
+/**
+ * Each node's rate summed over the partitions it owns and serves, once per generation: every change to an owner, a
+ * rate, a recovery or a node's liveness raises it (the changes read relies on that too). Every read of the nodes (each
+ * changes read, each move's check) summed 100,000 partitions at size: about 6 ms of the 12 an empty changes read took.
+ */
+const ratesAt = new WeakMap<ClusterSim, { generation: number; rates: Map<string, number> }>();
+
+function ownedRates(sim: ClusterSim): Map<string, number> {
+  const kept = ratesAt.get(sim);
+  if (kept?.generation === sim.generation) return kept.rates;
+  const rates = new Map<string, number>();
+  for (const p of sim.partitions.values()) {
+    if (serving(sim, p)) rates.set(p.owner, (rates.get(p.owner) ?? 0) + p.publishRate);
+  }
+  ratesAt.set(sim, { generation: sim.generation, rates });
+  return rates;
 }
 
 export function replicaOrder(p: PartitionState): string[] {

@@ -90,6 +90,38 @@ describe('rates', () => {
     expect(down.nodes.find((n) => n.id === 'n1')!.publishRate).toBe(0);
   });
 
+  it('of the nodes follow every change between two reads: a rate set, a node down and up, an owner replaced', () => {
+    const sim = simWithPartition(40, 100);
+    sim.createPartition('h-1', 'queue', ['n4', 'n1'], { publishRate: 7 });
+    const rate = (node: string) => sim.nodesView().nodes.find((n) => n.id === node)!.publishRate;
+    // Each node's rate is the sum of its owned records' rates (0 while the owner does not serve), at every read.
+    const sums = () => {
+      const t = sim.topology();
+      return Object.fromEntries(t.nodes.map((n) => [n.id, t.partitions.filter((p) => p.owner === n.id).reduce((a, p) => a + p.publishRate, 0)]));
+    };
+    const same = () => expect(Object.fromEntries(sim.nodesView().nodes.map((n) => [n.id, n.publishRate]))).toEqual(sums());
+    expect([rate('n1'), rate('n4')]).toEqual([40, 7]);
+    sim.setRate('h-0', 10);
+    expect(rate('n1')).toBe(10);
+    same();
+    sim.fault({ fault: 'crash-node', node: 'n4' });
+    expect(rate('n4')).toBe(0);
+    same();
+    sim.fault({ fault: 'restart-node', node: 'n4' });
+    same();
+    sim.advance(30_000);
+    same();
+    // h-0's owner fails: nothing served while the recovery is pending, then the new owner carries the rate.
+    const before = rate('n1');
+    sim.fault({ fault: 'fail-owner', partition: 'h-0' });
+    expect(rate('n1')).toBe(before - 10);
+    same();
+    sim.advance(30_000);
+    const owner = sim.topology().partitions.find((p) => p.id === 'h-0')!.owner;
+    expect(owner).not.toBe('n1');
+    same();
+  });
+
   it('default to the cluster’s configured rate and message size', () => {
     const sim = makeSim();
     expect(record(sim, 'q-0').publishRate).toBe(fastConfig.publishRate);
