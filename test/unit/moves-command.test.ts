@@ -3,7 +3,7 @@
  * --wait and lists that move as visibility shows it, instead of waiting for the slowest of a busy worker's moves.
  */
 import { Command } from 'commander';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { register } from '../../client/commands/moves';
 import type { CommandDeps } from '../../client/output';
 import { KindKey, PartitionKey, PhaseKey, SourceKey, TargetKey } from '../../rules/search-attributes';
@@ -60,6 +60,17 @@ async function run(signal: AbortSignal | undefined, ...argv: string[]): Promise<
 }
 
 describe('rebalancer moves with a move that does not answer', () => {
+  // An `npm start` on this machine serves the admin API for the same broker and task queue at the default address: the
+  // command would list its moves instead of these.
+  const admin = process.env.ADMIN_URL;
+  beforeAll(() => {
+    process.env.ADMIN_URL = 'http://127.0.0.1:9';
+  });
+  afterAll(() => {
+    if (admin === undefined) delete process.env.ADMIN_URL;
+    else process.env.ADMIN_URL = admin;
+  });
+
   it('answers within --wait and lists that move in `late` with --json', async () => {
     const { out, ms } = await moves('--json', '--wait', '1');
     expect(ms).toBeLessThan(3_000);
