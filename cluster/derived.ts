@@ -1,9 +1,9 @@
 /**
  * What is derived of the model's partition lists, kept per list and carried from a list to the next one a changes
  * read or a page makes, so the loop's tick pays for what changed rather than for 100,000 records: each record's
- * place by id, and the records not at rest, which the loop's snapshot reads the moves in flight and the recovery
- * pause from (rules/rebalancer-rules.ts). Records not at rest are derived only of the lists the model handed out (`seal`):
- * nothing changes those in place, so what was derived of one stays true.
+ * place by id, the records not at rest (the loop's snapshot reads the moves in flight and the recovery pause from
+ * them, rules/rebalancer-rules.ts) and which records a carry replaced. Records not at rest are derived only of the
+ * lists the model handed out (`seal`): nothing changes those in place, so what was derived of one stays true.
  */
 import type { Partition } from './contract';
 
@@ -61,7 +61,7 @@ export function notAtRest(partitions: List, also: Iterable<string> = []): Partit
 let serials = 0;
 const serialOf = new WeakMap<List, number>();
 const lineage = new Map<number, { parent: number; ids: string[] }>();
-/** Carries remembered: a tick is a few changes reads and pages (one every 0.6 s), the oldest kept topology 8 ticks back. */
+/** Carries remembered: a tick makes a few changes reads and pages, and the oldest topology kept is 8 ticks back. */
 const LINEAGE = 1_024;
 
 const serial = (partitions: List): number => {
