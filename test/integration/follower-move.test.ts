@@ -74,6 +74,24 @@ async function startBareWorker(queue: string, broker: ActivityDeps['cluster']): 
   };
 }
 
+/** The test cluster's client, counting when `id`'s partition was read and how many times every node was. */
+function countingBroker(id: string): { broker: ActivityDeps['cluster']; partitionReads: number[]; nodesReads: () => number } {
+  const partitionReads: number[] = [];
+  let nodesReads = 0;
+  const broker: ActivityDeps['cluster'] = {
+    partition: (p) => {
+      if (p === id) partitionReads.push(Date.now());
+      return cluster.client.partition(p);
+    },
+    nodes: () => {
+      nodesReads++;
+      return cluster.client.nodes();
+    },
+    write: cluster.client.write.bind(cluster.client),
+  };
+  return { broker, partitionReads, nodesReads: () => nodesReads };
+}
+
 describe('follower move', () => {
   it('moves a follower while publishes keep confirming, never fenced, and R keeps a retained copy', async () => {
     const id = 'q-0';
@@ -301,15 +319,7 @@ describe('follower move', () => {
     const id = 'q-1';
     const queue = `${taskQueue}-backoff`;
     const pollMs = 1_000;
-    const reads: number[] = [];
-    const broker: ActivityDeps['cluster'] = {
-      partition: (p) => {
-        if (p === id) reads.push(Date.now());
-        return cluster.client.partition(p);
-      },
-      nodes: () => cluster.client.nodes(),
-      write: cluster.client.write.bind(cluster.client),
-    };
+    const { broker, partitionReads: reads } = countingBroker(id);
     const stop = await startBareWorker(queue, broker);
     const { to, handle, release } = await startHeldMove(id, 'operator', { pollMs, stallAbortMs: 600_000 }, queue);
     try {
@@ -334,25 +344,14 @@ describe('follower move', () => {
   it("a wait's poll reads the partition alone, whose progress says which of its nodes are live: no read of every node", async () => {
     const id = 'q-1';
     const queue = `${taskQueue}-partition-polls`;
-    const reads = { partition: 0, nodes: 0 };
-    const broker: ActivityDeps['cluster'] = {
-      partition: (p) => {
-        if (p === id) reads.partition++;
-        return cluster.client.partition(p);
-      },
-      nodes: () => {
-        reads.nodes++;
-        return cluster.client.nodes();
-      },
-      write: cluster.client.write.bind(cluster.client),
-    };
+    const { broker, partitionReads, nodesReads } = countingBroker(id);
     const stop = await startBareWorker(queue, broker);
     const { to, handle, release } = await startHeldMove(id, 'operator', { pollMs: 500, stallAbortMs: 600_000 }, queue);
     try {
-      const before = { ...reads };
-      await eventually('two polls of the held move', async () => (reads.partition - before.partition >= 2 ? true : undefined));
+      const before = { partition: partitionReads.length, nodes: nodesReads() };
+      await eventually('two polls of the held move', async () => (partitionReads.length - before.partition >= 2 ? true : undefined));
       // Each poll read every node before (the patch): at 1,000 nodes about 170 KB in the move's history each time.
-      expect(reads.nodes - before.nodes).toBe(0);
+      expect(nodesReads() - before.nodes).toBe(0);
       await release();
       expect(await outcomeOf(handle)).toMatchObject({ status: 'completed', to });
       await replayAndKeep(client, handle.workflowId, 'v2-poll-reads-the-partition');
