@@ -245,7 +245,7 @@ export function reconfigurationWorkflowId(partition: string): string {
 
 /** The workflow type each kind of reconfiguration runs as: the one table the starters and the loop start from. */
 export const WORKFLOW_TYPE = {
-  'follower-move': 'followerMoveV2',
+  'follower-move': 'followerMoveV3',
   'owner-handoff': 'ownerHandoff',
   'owner-move': 'ownerMove',
   grow: 'replicationIncrease',

@@ -1,5 +1,5 @@
 /** Every workflow the worker registers. */
-export { followerMoveV2 } from './follower-move-v2';
+export { followerMoveV2, followerMoveV3 } from './follower-move';
 export { progressRelay } from './relay';
 export { ownerHandoff } from './owner-handoff';
 export { ownerMove } from './owner-move';

@@ -7,7 +7,7 @@
 import type { MoveOutcome, OwnerMoveRequest } from '../rules/definitions';
 import { checkOwnerMove } from '../rules/handoff-rules';
 import { handOff, runOperation } from './owner-handoff';
-import { moveFollower } from './follower-move-v2';
+import { moveFollower } from './follower-move';
 
 export async function ownerMove(request: OwnerMoveRequest): Promise<MoveOutcome> {
   const { partition, from: A, to: T, origin } = request;

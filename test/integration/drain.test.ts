@@ -123,7 +123,7 @@ describe('drain', () => {
     expect(phases.lastIndexOf('handing_off')).toBeLessThan(phases.indexOf('moving_followers'));
     for (const s of seen.filter((x) => x.phase === 'handing_off')) expect(s.inFlight.filter((m) => m.op === 'follower_move')).toEqual([]);
 
-    await replayAndKeep(client, handle.workflowId, 'drain-completed-started-together');
+    await replayAndKeep(client, handle.workflowId, 'drain-started-follower-move-v3');
     expect(await undrain({ client, cluster: cluster.client }, 'n1', 'back in service')).toBeNull();
     expect((await cluster.client.topology()).nodes.find((n) => n.id === 'n1')!.draining).toBe(false);
   });

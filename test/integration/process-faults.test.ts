@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { startFollowerMove } from '../../operations/moves';
 import { ClusterClient } from '../../cluster/client';
 import { statusQuery, type MovePhase } from '../../rules/definitions';
-import type { followerMoveV2 } from '../../workflows/follower-move-v2';
+import type { followerMoveV3 } from '../../workflows/follower-move';
 import { connectClient, eventually, pickMove, replayAndKeep, startTestCluster, startWorker, temporalEnv } from './helpers';
 import { restartableCluster, restartableTemporal, spawnWorker, tmpDir } from './processes';
 
@@ -19,7 +19,7 @@ const PAST_SWAP: MovePhase[] = ['swapping', 'covering_boundary', 'removing', 'co
 /** Past the swap (B recorded) and not yet ended. */
 const AFTER_SWAP: MovePhase[] = ['covering_boundary', 'removing'];
 
-async function phaseOf(handle: WorkflowHandle<typeof followerMoveV2>): Promise<MovePhase | undefined> {
+async function phaseOf(handle: WorkflowHandle<typeof followerMoveV3>): Promise<MovePhase | undefined> {
   return handle.query(statusQuery).then((s) => s.phase, () => undefined);
 }
 
@@ -31,7 +31,7 @@ async function endedBy(client: Client, workflowId: string): Promise<string> {
 }
 
 /** Wait until the move is in one of `phases` (status queries fail while no worker runs: keep asking). */
-function inPhase(handle: WorkflowHandle<typeof followerMoveV2>, phases: MovePhase[], timeoutMs = 120_000): Promise<MovePhase> {
+function inPhase(handle: WorkflowHandle<typeof followerMoveV3>, phases: MovePhase[], timeoutMs = 120_000): Promise<MovePhase> {
   return eventually(`phase ${phases.join('/')}`, async () => {
     const p = await phaseOf(handle);
     return p && phases.includes(p) ? p : undefined;
@@ -78,7 +78,7 @@ describe('process faults during a follower move', () => {
         if (!inWindow || (await endedBy(client, handle.workflowId)).startsWith(`${killed}@`)) continue;
         console.log(`worker killed after the swap in phase ${landed}, attempt ${attempt + 1}`);
         expect((await cluster.client.invariants()).breaches).toEqual([]);
-        await replayAndKeep(client, handle.workflowId, 'v2-worker-killed');
+        await replayAndKeep(client, handle.workflowId, 'v3-worker-killed');
         return;
       }
       throw new Error('in every attempt the move ended before the worker was killed after the swap');
@@ -107,7 +107,7 @@ describe('process faults during a follower move', () => {
       expect(p.followers).toContain(to);
       expect(p.history.map((h) => h.node)).not.toContain(from);
       expect((await cluster.invariants()).breaches).toEqual([]);
-      await replayAndKeep(client, handle.workflowId, 'v2-cluster-killed');
+      await replayAndKeep(client, handle.workflowId, 'v3-cluster-killed');
     } finally {
       w.shutdown();
       await running;
@@ -127,10 +127,10 @@ describe('process faults during a follower move', () => {
       await inPhase(handle, ['catching_up']);
       await server.restart(1_000);
       client = await connectClient(server.address);
-      const again = client.workflow.getHandle<typeof followerMoveV2>(handle.workflowId);
+      const again = client.workflow.getHandle<typeof followerMoveV3>(handle.workflowId);
       expect(await again.result()).toMatchObject({ status: 'completed', from, to });
       expect((await cluster.client.invariants()).breaches).toEqual([]);
-      await replayAndKeep(client, handle.workflowId, 'v2-temporal-restarted');
+      await replayAndKeep(client, handle.workflowId, 'v3-temporal-restarted');
     } finally {
       w.shutdown();
       await running;

@@ -98,7 +98,7 @@ const CASES: Case[] = [
         });
       },
       outcome: { status: 'aborted', kind: 'follower-move', code: 'catch_up_timeout' },
-      fixture: i === 0 ? 'queried-v2-deadline-at-start' : null,
+      fixture: i === 0 ? 'queried-v3-deadline-at-start' : null,
     }),
   ),
   // The lost n8 replaced by n5, whose transfer stalls: the stall abort ends it.

@@ -133,13 +133,20 @@ describe('rebalancer loop', () => {
     // A tick's starts go to the server together, in one workflow task (patch start-moves-together), where one at a
     // time, each waiting for the server, had a tick at 1,000 nodes start 2 moves a second.
     let together = 0;
+    const types = new Set<string>();
     for await (const run of client.workflow.list({ query: `WorkflowId = "${w.rebalancerWorkflowId}"` })) {
-      together = Math.max(together, ...startsPerTask(await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory()));
+      const history = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+      together = Math.max(together, ...startsPerTask(history));
+      for (const e of history.events ?? []) if (e.startChildWorkflowExecutionInitiatedEventAttributes) types.add(e.startChildWorkflowExecutionInitiatedEventAttributes.workflowType!.name!);
     }
     expect(together).toBeGreaterThanOrEqual(2);
+    // Its follower moves run as the type that folded the step library's patches (patch follower-move-v3).
+    expect(types.has('followerMoveV3')).toBe(true);
+    expect(types.has('followerMoveV2')).toBe(false);
     // A run that started moves and continued as new replays under the current code, and is kept.
     for await (const run of client.workflow.list({ query: `WorkflowId = "${w.rebalancerWorkflowId}" AND ExecutionStatus = "ContinuedAsNew"` })) {
-      await replayAndKeep(client, run.workflowId, 'rebalancer-started-together', run.runId);
+      if (startsPerTask(await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory()).every((n) => n === 0)) continue;
+      await replayAndKeep(client, run.workflowId, 'rebalancer-started-follower-move-v3', run.runId);
       break;
     }
   });

@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFollowerMove } from '../../operations/moves';
+import { WORKFLOW_TYPE } from '../../rules/definitions';
 import { freePort } from '../../scripts/dev-server';
 import { connectClient, eventually, outcomeOf, pickMove, startTestCluster, temporalEnv, type TestCluster } from './helpers';
 
@@ -68,7 +69,7 @@ describe("the Temporal SDK's worker metrics", () => {
     expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
 
     const text = await (await fetch(metricsUrl)).text();
-    const move = { task_queue: taskQueue, workflow_type: 'followerMoveV2' };
+    const move = { task_queue: taskQueue, workflow_type: WORKFLOW_TYPE['follower-move'] };
     expect(series(text, 'temporal_workflow_completed_total', move), 'the completed move').toBeGreaterThanOrEqual(1);
     expect(series(text, 'temporal_workflow_task_execution_latency_seconds_count', move), 'its workflow tasks').toBeGreaterThanOrEqual(1);
     // Each guarded write (add-learner, swap, remove-leaving) is one activity execution.

@@ -97,7 +97,7 @@ describe('the swap back', () => {
     await m.stop();
     expect(outcome).toMatchObject({ status: 'aborted', code: 'target_lost' });
     await expectSwappedBack(m, outcome);
-    await replayAndKeep(client, m.handle.workflowId, 'v2-swap-back-after-bound');
+    await replayAndKeep(client, m.handle.workflowId, 'v3-swap-back-after-bound');
   });
 
   it('an operator cancel after the swap while T is down swaps back at once (cancelled)', async () => {
@@ -112,6 +112,6 @@ describe('the swap back', () => {
     expect(outcome).toMatchObject({ status: 'cancelled' });
     expect('reason' in outcome ? outcome.reason : '').toMatch(/^T is gone for good: /);
     await expectSwappedBack(m, outcome);
-    await replayAndKeep(client, m.handle.workflowId, 'v2-swap-back-cancelled');
+    await replayAndKeep(client, m.handle.workflowId, 'v3-swap-back-cancelled');
   });
 });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities';
 import { createRelayActivities } from '../../activities/relay';
 import type { ClusterEvent, Node, PartitionView } from '../../cluster/contract';
-import { cancelUpdate, reconfigurationWorkflowId, statusQuery } from '../../rules/definitions';
+import { cancelUpdate, reconfigurationWorkflowId, statusQuery, WORKFLOW_TYPE } from '../../rules/definitions';
 import type { progressRelay } from '../../workflows/relay';
 import { KindKey, PhaseKey } from '../../rules/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
@@ -61,7 +61,7 @@ describe('workflow plumbing on a real Temporal dev server', () => {
 
   it('refuses to move a stream partition without writing, says why, and ends Failed typed by the code', async () => {
     const client = await connectClient();
-    const handle = await client.workflow.start('followerMoveV2', {
+    const handle = await client.workflow.start(WORKFLOW_TYPE['follower-move'], {
       taskQueue,
       workflowId: `plumbing-${Date.now()}`,
       args: [{ partition: 's-0', from: 'n2', to: 'n4', origin: 'operator' }],
@@ -128,7 +128,7 @@ describe('how a move built on the steps ends, on a real Temporal dev server', ()
 
   async function startMove(partition: string) {
     const client = await connectClient();
-    return client.workflow.start('followerMoveV2', {
+    return client.workflow.start(WORKFLOW_TYPE['follower-move'], {
       taskQueue,
       workflowId: `plumbing-end-${partition}-${Date.now()}`,
       args: [{ partition, from: 'n2', to: 'n4', origin: 'operator' }],
@@ -188,7 +188,7 @@ describe('the progress relay workflow on a real Temporal dev server', () => {
     let producer: NodeJS.Timeout | undefined;
     try {
       // Stands in for the partition's move: nobody polls its task queue, it only collects signals.
-      const sink = await client.workflow.start('followerMoveV2', {
+      const sink = await client.workflow.start(WORKFLOW_TYPE['follower-move'], {
         taskQueue: `${taskQueue}-nobody-polls`,
         workflowId: reconfigurationWorkflowId(partition),
         args: [{ partition, from: 'n1', to: 'n2', origin: 'operator' }],

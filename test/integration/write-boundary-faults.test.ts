@@ -118,7 +118,7 @@ describe('operator cancel after the swap', () => {
     await cluster.client.fault({ fault: 'stall-transfer', partition, node: to, stalled: false });
     expect(await outcomeOf(handle)).toMatchObject({ status: 'completed' });
     expect((await cluster.client.invariants()).breaches).toEqual([]);
-    await replayAndKeep(client, handle.workflowId, 'v2-target-lost-after-swap');
+    await replayAndKeep(client, handle.workflowId, 'v3-target-lost-after-swap');
   });
 });
 

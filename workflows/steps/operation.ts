@@ -8,7 +8,6 @@ import {
   CancellationScope,
   CancelledFailure,
   log,
-  patched,
   setCurrentDetails,
   setHandler,
   upsertMemo,
@@ -27,11 +26,8 @@ import {
   type ReconfigurationKind,
 } from '../../rules/definitions';
 import { KindKey, PartitionKey, PhaseKey, PhaseSinceKey, SourceKey, TargetKey } from '../../rules/search-attributes';
-import { watchPatches } from './patches';
+import { OUTCOME_MEMO, takes, watchPatches } from './patches';
 import { DEFAULT_TIMING, Watch } from './watch';
-
-/** Executions that have it keep their outcome in their memo however they end, not only when cancelled. */
-const OUTCOME_MEMO = 'outcome-memo';
 
 export interface OperationSubject {
   kind: ReconfigurationKind;
@@ -58,6 +54,8 @@ export class Operation {
     readonly watch: Watch,
     /** Why it was asked for, for the start's log line. */
     private readonly reason?: string,
+    /** Its workflow type takes every patch of the step library without asking (`takes`). */
+    private readonly folded = false,
   ) {
     this.status = {
       kind: subject.kind,
@@ -118,6 +116,11 @@ export class Operation {
       if (this.noWayBack?.()) log.warn(`cancel requested past the point of no return: ignored, the ${this.subject.kind} can only finish`);
       else this.requestCancel('cancelled through Temporal');
     });
+  }
+
+  /** Whether this execution takes patch `id`'s new branch (`takes` in patches.ts). */
+  takes(id: string): boolean {
+    return takes(id, this.folded);
   }
 
   get cancelReason(): string | null {
@@ -231,7 +234,7 @@ export class Operation {
     // The memo carries the outcome to visibility and describe, so a list of ended moves (the dashboard's recent ones)
     // or the loop learning how its moves ended reads no history. A Canceled close keeps no details (nor does the
     // SDK send any), so a cancelled run's memo kept its outcome before every run's did.
-    if (patched(OUTCOME_MEMO)) upsertMemo({ outcome });
+    if (this.takes(OUTCOME_MEMO)) upsertMemo({ outcome });
     else if (outcome.status === 'cancelled' && this.cancelRequested) upsertMemo({ outcome });
     if (outcome.status === 'cancelled') throw new CancelledFailure(outcome.reason, [outcome]);
     if (outcome.status === 'aborted') throw ApplicationFailure.nonRetryable(outcome.reason, outcome.code, outcome);
@@ -239,13 +242,16 @@ export class Operation {
   }
 }
 
-/** An operation with its watch listening for the relay's signals and its status query and cancel installed. */
-export function begin(subject: OperationSubject, request: { timing?: Partial<MoveTiming>; reason?: string }): Operation {
+/**
+ * An operation with its watch listening for the relay's signals and its status query and cancel installed; `folded`
+ * for a workflow type that takes every patch of the step library without asking.
+ */
+export function begin(subject: OperationSubject, request: { timing?: Partial<MoveTiming>; reason?: string }, folded = false): Operation {
   // Asked once, first: an execution from before the patch keeps its local-activity reads and clock decisions
   // for its whole life, so its history replays.
-  const patches = watchPatches();
+  const patches = watchPatches(folded);
   const watch = new Watch(subject.partition, { ...DEFAULT_TIMING, ...request.timing }, patches);
-  const op = new Operation(subject, watch, request.reason);
+  const op = new Operation(subject, watch, request.reason, folded);
   watch.listen();
   op.start();
   return op;

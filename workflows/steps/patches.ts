@@ -1,7 +1,7 @@
 /**
  * The step library's patches: what executions started before each behaved like, asked once when an operation begins
  * (`begin()` in operation.ts) except ADMITTED_BEFORE_REPLY, which ADMISSION_KEPT replaced. docs/versioning.md lists
- * them with their fixtures.
+ * them with their fixtures. A type that folded them (`followerMoveV3`) takes them without asking (`takes`).
  */
 import { patched } from '@temporalio/workflow';
 
@@ -80,14 +80,36 @@ export interface WatchPatches {
   pollReadsThePartition: boolean;
 }
 
+/** Executions that have it swap back when T is lost after the swap (the follower move, and an owner move's first stage). */
+export const SWAP_BACK = 'swap-back';
+
+/** Executions that have it keep their outcome in their memo however they end, not only when cancelled. */
+export const OUTCOME_MEMO = 'outcome-memo';
+
+/**
+ * The patches a type that folded them takes without asking (`followerMoveV3`): the step library's, as they were when
+ * it was folded. A patch added after must be asked in every type, folded or not: a folded type's executions already
+ * running took the old branch.
+ */
+const FOLDED = new Set([DECIDE_ON_TIMERS, RECOVERY_AT_ITS_EPOCH, DEADLINE_AT_START, ADMISSION_KEPT, POLL_BACKS_OFF, POLL_READS_THE_PARTITION, SWAP_BACK, OUTCOME_MEMO]);
+
+/**
+ * Whether an execution takes patch `id`'s new branch: without asking where its type folded the patch, else as
+ * `patched` says (the marker in its history, or a new execution). Asking writes a marker and an upsert of the
+ * TemporalChangeVersion search attribute in every new execution.
+ */
+export function takes(id: string, folded: boolean): boolean {
+  return (folded && FOLDED.has(id)) || patched(id);
+}
+
 /** Ask the patches a watch depends on: once, first, when the operation begins. */
-export function watchPatches(): WatchPatches {
+export function watchPatches(folded: boolean): WatchPatches {
   return {
-    onTimers: patched(DECIDE_ON_TIMERS),
-    recoveryAtItsEpoch: patched(RECOVERY_AT_ITS_EPOCH),
-    deadlineAtStart: patched(DEADLINE_AT_START),
-    admissionKept: patched(ADMISSION_KEPT),
-    pollBacksOff: patched(POLL_BACKS_OFF),
-    pollReadsThePartition: patched(POLL_READS_THE_PARTITION),
+    onTimers: takes(DECIDE_ON_TIMERS, folded),
+    recoveryAtItsEpoch: takes(RECOVERY_AT_ITS_EPOCH, folded),
+    deadlineAtStart: takes(DEADLINE_AT_START, folded),
+    admissionKept: takes(ADMISSION_KEPT, folded),
+    pollBacksOff: takes(POLL_BACKS_OFF, folded),
+    pollReadsThePartition: takes(POLL_READS_THE_PARTITION, folded),
   };
 }

@@ -2,23 +2,38 @@
  * Move the follower copy of one queue partition from R to T without a fence (the note's "Moving a follower:
  * two steps"), composed of the step library. Before the swap every exit drops the learner; past it the ways
  * on are finishing, ordinary recovery, or the swap back once T is lost (down for swapBackAfterMs, or an
- * operator's cancel while T is down). The workflow type that replaced `followerMove` (v1, retired:
- * docs/versioning.md).
+ * operator's cancel while T is down). Two workflow types run it (docs/versioning.md): `followerMoveV3`, which
+ * takes every patch of the step library without asking, and `followerMoveV2`, which asks them, for the
+ * executions started before V3.
  */
-import { patched } from '@temporalio/workflow';
 import type { Refusal } from '../cluster/contract';
 import type { FollowerMoveRequest, MoveOutcome } from '../rules/definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from '../rules/follower-move-rules';
 import { refusedRemoval, removeOnceCovered, stuckAfterSwap, untilCounted, validate } from './steps/new-copy';
 import { begin, Operation } from './steps/operation';
+import { SWAP_BACK } from './steps/patches';
 import { removeLeaving } from './steps/remove-leaving';
 import { rejection, runStep } from './steps/step';
 import { SWAP_BACK_AFTER_MS, swapBack, swapThenRemove, type Swapped, targetLostInterrupts } from './steps/swap';
 import type { Interrupt } from './steps/watch';
 
+/**
+ * The follower move as the starters start it. Its patches are folded: a `patched()` call writes a marker and an
+ * upsert of the TemporalChangeVersion search attribute (a visibility write) in every new execution, 8 of each a
+ * move, 16 of its 52 history events.
+ */
+export async function followerMoveV3(request: FollowerMoveRequest): Promise<MoveOutcome> {
+  return followerMove(request, true);
+}
+
+/** The follower move before its patches were folded: it asks each, so the executions it started replay. */
 export async function followerMoveV2(request: FollowerMoveRequest): Promise<MoveOutcome> {
+  return followerMove(request, false);
+}
+
+function followerMove(request: FollowerMoveRequest, folded: boolean): Promise<MoveOutcome> {
   const { partition, from, to, origin } = request;
-  const op = begin({ kind: 'follower-move', partition, from, to, origin }, request);
+  const op = begin({ kind: 'follower-move', partition, from, to, origin }, request, folded);
   return op.run(() => moveFollower(op, request));
 }
 
@@ -85,7 +100,7 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
   const swapped = counted.value;
   const B = swapped.boundary;
   // Histories saved before the swap back existed replay without it.
-  const canSwapBack = patched('swap-back');
+  const canSwapBack = op.takes(SWAP_BACK);
   op.refuseCancel(() =>
     canSwapBack && !watch.live(T)
       ? null
