@@ -25,7 +25,7 @@ import { percentile } from './stats';
 import { ensureTemporalCli } from '../scripts/temporal-cli';
 import { installRuntimeLogger } from '../worker/logger';
 import { reconfigurationWorkflowId, statusQuery } from '../rules/definitions';
-import { createRebalancerWorker, WORKER_TUNING } from '../worker/worker';
+import { createRebalancerWorker } from '../worker/worker';
 import { createFloorActivities } from './floor/activities';
 import { floorMove, floorSignal } from './floor/workflow';
 
@@ -175,8 +175,7 @@ function relayLag(admittedAt: Map<string, number>, sent: Map<string, number>): R
 
 /**
  * The floor (issue 20, item 3): `n` workflows of a move's shape with nothing behind them (bench/floor), started at
- * once with their two signals sent as each starts, on a worker tuned as the product's (WORKER_TUNING); their durations
- * from start to close.
+ * once with their two signals sent as each starts; their durations from start to close.
  */
 async function floor(client: Client, taskQueue: string, n: number): Promise<number[]> {
   return Promise.all(
@@ -242,7 +241,7 @@ export async function run(args: string[]): Promise<MovesLine[]> {
     taskQueue: floorQueue,
     workflowsPath: path.resolve(import.meta.dirname, 'floor/workflow.ts'),
     activities: createFloorActivities(),
-    ...WORKER_TUNING,
+    maxCachedWorkflows: 1000,
   });
   const floorRunning = floorWorker.run();
   const used = new Set<string>();

@@ -1,7 +1,7 @@
 /** Builds the worker (workflows + activities) on one connection and joins the broker's progress relay. */
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type ActivityDeps } from '../activities';
 import { createRebalancerActivities, type RebalancerDeps } from '../activities/rebalancer';
@@ -16,20 +16,6 @@ import type { TemporalSettings } from './config';
 import { ensureRelay, relayScope } from '../operations/relay';
 
 export const WORKFLOWS_PATH = path.resolve(import.meta.dirname, '../workflows/index.ts');
-
-/**
- * How the worker takes tasks, beside what it runs. Pollers scale with the tasks waiting (the SDK's autoscaling, 1 to
- * 100 polls, 5 at first) rather than a fixed 10: with 200 moves started at once each workflow task waited seconds in
- * the server's queue for a free poll while the workflow thread sat half idle (moves bench at 200, one run each:
- * overhead p99 10.0-10.1 s fixed, 8.9-9.5 s scaling). The moves bench's floor takes the same tuning, so its ratio
- * compares the workflows, not the workers.
- */
-export const WORKER_TUNING = {
-  // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
-  maxCachedWorkflows: 1000,
-  workflowTaskPollerBehavior: { type: 'autoscaling' },
-  activityTaskPollerBehavior: { type: 'autoscaling' },
-} as const satisfies Partial<WorkerOptions>;
 
 export interface RebalancerWorkerOptions {
   temporal: TemporalSettings;
@@ -94,7 +80,8 @@ export async function createRebalancerWorker(options: RebalancerWorkerOptions): 
         logger,
       }),
     },
-    ...WORKER_TUNING,
+    // The dev server and one worker share two cores with the broker: keep the sticky cache modest.
+    maxCachedWorkflows: 1000,
     // The relay's cursor reaches the server every 2 s (not at 80% of its heartbeat timeout), so a busy
     // machine does not time the relay out and a successor repeats little.
     maxHeartbeatThrottleInterval: '2s',
