@@ -54,7 +54,7 @@ export class Operation {
     readonly watch: Watch,
     /** Why it was asked for, for the start's log line. */
     private readonly reason?: string,
-    /** Its workflow type takes every patch of the step library without asking (`takes`). */
+    /** Its workflow type folded the step library's patches: it takes them without asking (`takes` in patches.ts). */
     private readonly folded = false,
   ) {
     this.status = {
@@ -244,7 +244,7 @@ export class Operation {
 
 /**
  * An operation with its watch listening for the relay's signals and its status query and cancel installed; `folded`
- * for a workflow type that takes every patch of the step library without asking.
+ * for a workflow type that folded the step library's patches (`followerMoveV3`).
  */
 export function begin(subject: OperationSubject, request: { timing?: Partial<MoveTiming>; reason?: string }, folded = false): Operation {
   // Asked once, first: an execution from before the patch keeps its local-activity reads and clock decisions
