@@ -278,9 +278,9 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
       // From the model's records not at rest, not a pass over every record (cluster/derived.ts).
       const records = notAtRest(topology.partitions, tracked.map((m) => m.partition)) ?? topology.partitions;
       const snapshot: Snapshot = {
-        inFlight: inFlightMoves(topology, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers, records),
+        inFlight: inFlightMoves(records, tracked.filter((m) => !endedRuns.has(m.runId)), budget.transfers),
         ended,
-        recoveryPending: recoveryPending(topology, records),
+        recoveryPending: recoveryPending(records),
         draining: topology.nodes.filter((n) => n.draining).map((n) => n.id),
         active: activeNodes(topology),
         // Null from the loop: an absent argument arrives as null through the payload converter.
@@ -323,7 +323,7 @@ export function createRebalancerActivities(deps: RebalancerDeps) {
     ): Promise<{ plan: Plan; generation: number; basis: PlanBasis }> {
       const [topology, budget] = await Promise.all([deps.cluster.topology(), deps.cluster.syncBudget()]);
       const { tracked, cooled: _cooled, ...rest } = await addCooledMoves(request, config);
-      const plan = firstSteps(planToConvergence(planInputFor(topology, { ...rest, inFlight: inFlightMoves(topology, tracked, budget.transfers) }), config), config);
+      const plan = firstSteps(planToConvergence(planInputFor(topology, { ...rest, inFlight: inFlightMoves(topology.partitions, tracked, budget.transfers) }), config), config);
       log?.debug({ steps: plan.steps.length, idleReason: plan.idleReason, generation: topology.generation }, 'proposed');
       return { plan, generation: topology.generation, basis: basisOf(topology, plan.steps) };
     },

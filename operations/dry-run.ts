@@ -49,16 +49,16 @@ export function dryRun(topology: Topology, transfers: Transfer[], loop: Rebalanc
   if (loop) {
     // As the loop's next look will: a node that arrived since its last one lifts the node cooldowns.
     cooldowns = cooldownsOnArrival(pruneCooldowns(loop.cooldowns, now), loop.activeNodes, activeNodes(topology));
-    input = planInputFor(topology, { inFlight: inFlightMoves(topology, loop.inFlight, transfers), cooldowns, now, ...planHolds(loop) });
+    input = planInputFor(topology, { inFlight: inFlightMoves(topology.partitions, loop.inFlight, transfers), cooldowns, now, ...planHolds(loop) });
   } else {
     // A drain plans with its node draining: without a loop the dry run shows the drains' steps too.
     const draining = topology.nodes.filter((n) => n.draining).map((n) => n.id);
-    input = planInputFor(topology, { inFlight: inFlightMoves(topology, [], transfers), cooldowns: NO_COOLDOWNS, now: topology.now, draining });
+    input = planInputFor(topology, { inFlight: inFlightMoves(topology.partitions, [], transfers), cooldowns: NO_COOLDOWNS, now: topology.now, draining });
   }
   const { plan, first } = planWithFirstTick(input, config);
   // The loop starts nothing while a recovery is pending, and leaves draining nodes to their drains.
   const leaveAlone = new Set(loop ? topology.nodes.filter((n) => n.draining).map((n) => n.id) : []);
-  const selected = recoveryPending(topology) ? [] : selectStarts(first.steps, input.inFlight, config, leaveAlone).start;
+  const selected = recoveryPending(topology.partitions) ? [] : selectStarts(first.steps, input.inFlight, config, leaveAlone).start;
   const paused = loop?.paused != null;
   const startsNow = paused ? [] : selected;
   const idleReason = plan.idleReason ?? (startsNow.length === 0 && first.idleReason ? first.idleReason : null);

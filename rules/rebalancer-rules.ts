@@ -222,10 +222,11 @@ export function holders(p: Partition): string[] {
 /**
  * Every reconfiguration in flight, as the planner counts it: the moves this workflow tracks (it knows their
  * source) and every change the topology shows in flight (learners, a leaving replica, admission closed for a
- * handoff), whoever started it. Bytes remaining come from the sync budget's transfers. `records`: the topology's,
- * or of them those not at rest and the tracked moves', in the same order (cluster/derived.ts: 100,000 at size).
+ * handoff), whoever started it. Bytes remaining come from the sync budget's transfers. `records`: the topology's
+ * partitions, or of them those not at rest and the tracked moves', in the same order (cluster/derived.ts: 100,000 at
+ * size).
  */
-export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transfers: Transfer[], records: readonly Partition[] = topology.partitions): InFlightMove[] {
+export function inFlightMoves(records: readonly Partition[], tracked: TrackedMove[], transfers: Transfer[]): InFlightMove[] {
   const remaining = new Map<string, number>();
   for (const t of transfers) remaining.set(`${t.partition} ${t.node}`, (remaining.get(`${t.partition} ${t.node}`) ?? 0) + t.bytesRemaining);
   const bytesTo = (partition: string, node: string) => remaining.get(`${partition} ${node}`) ?? 0;
@@ -257,7 +258,7 @@ export function inFlightMoves(topology: Topology, tracked: TrackedMove[], transf
  * Pending recoveries in words, or null when none is pending: the loop plans nothing while one is. `records`: the
  * topology's, or any of them that hold those not at rest, in the same order.
  */
-export function recoveryPending(topology: Topology, records: readonly Partition[] = topology.partitions): string | null {
+export function recoveryPending(records: readonly Partition[]): string | null {
   const pending = records.filter((p) => p.pendingRecovery);
   if (pending.length === 0) return null;
   const named = pending.slice(0, 3).map((p) => `${p.id} (${p.pendingRecovery!.failedOwner} failed in epoch ${p.pendingRecovery!.epoch})`);

@@ -58,8 +58,8 @@ describe('records not at rest, carried from list to list', () => {
           // The rules over those records and the tracked moves', as over every record.
           const records = notAtRest(model.partitions, trackedIds)!;
           expect(records).toEqual(model.partitions.filter((p) => !atRest(p) || trackedIds.includes(p.id)));
-          expect(inFlightMoves(model, tracked(trackedIds), [], records)).toEqual(inFlightMoves(model, tracked(trackedIds), []));
-          expect(recoveryPending(model, records)).toEqual(recoveryPending(model));
+          expect(inFlightMoves(records, tracked(trackedIds), [])).toEqual(inFlightMoves(model.partitions, tracked(trackedIds), []));
+          expect(recoveryPending(records)).toEqual(recoveryPending(model.partitions));
         };
         check();
         for (const s of steps) {

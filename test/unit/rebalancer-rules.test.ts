@@ -146,7 +146,7 @@ describe('inFlightMoves and recoveryPending', () => {
       partition('q-3', 'n1', ['n2', 'n3'], { admission: 'closed' }),
       partition('q-4', 'n1', ['n2', 'n3']),
     ]);
-    const moves = inFlightMoves(t, [tracked('q-1', 'n3', 'n4'), tracked('q-4', 'n2', 'n4')], [{ partition: 'q-1', node: 'n4', kind: 'rebalance', bytesRemaining: 77, pausedForRecovery: false }]);
+    const moves = inFlightMoves(t.partitions, [tracked('q-1', 'n3', 'n4'), tracked('q-4', 'n2', 'n4')], [{ partition: 'q-1', node: 'n4', kind: 'rebalance', bytesRemaining: 77, pausedForRecovery: false }]);
     expect(moves).toEqual([
       { partition: 'q-1', op: 'follower_move', from: 'n3', to: 'n4', bytesRemaining: 77 },
       // Started, learner not added yet: all its bytes are still to copy.
@@ -157,8 +157,8 @@ describe('inFlightMoves and recoveryPending', () => {
   });
   it('names pending recoveries', () => {
     const t = topology([node('n1')], [partition('q-1', 'n1', [], { pendingRecovery: { epoch: 3, openedAt: 0, reason: 'x', failedOwner: 'n1' } }), partition('q-2', 'n1', [])]);
-    expect(recoveryPending(t)).toBe('recovery pending on q-1 (n1 failed in epoch 3)');
-    expect(recoveryPending(topology([node('n1')], [partition('q-2', 'n1', [])]))).toBeNull();
+    expect(recoveryPending(t.partitions)).toBe('recovery pending on q-1 (n1 failed in epoch 3)');
+    expect(recoveryPending(topology([node('n1')], [partition('q-2', 'n1', [])]).partitions)).toBeNull();
   });
 });
 
