@@ -9,7 +9,7 @@
 import type { Refusal } from '../cluster/contract';
 import type { FollowerMoveRequest, MoveOutcome } from '../rules/definitions';
 import { checkFollowerMove, classifyRemovalRefusal } from '../rules/follower-move-rules';
-import { refusedRemoval, removeOnceCovered, stuckAfterSwap, untilCounted, validate } from './steps/new-copy';
+import { refusedRemoval, removeOnceCovered, stuckAfterSwap, untilCounted } from './steps/new-copy';
 import { begin, Operation } from './steps/operation';
 import { SWAP_BACK } from './steps/patches';
 import { removeLeaving } from './steps/remove-leaving';
@@ -84,17 +84,15 @@ export async function moveFollower(op: Operation, request: FollowerMoveRequest):
     return removeOnceCovered(op, R, T, B, lost);
   };
 
-  // ---- validating: the same rules the CLI checked, against what the broker says now.
-  const refused = await validate(op, (ctx) => checkFollowerMove(ctx.view.partition, ctx.nodes, R, T));
-  if (refused) return refused.ended;
-  // ---- step 0, then step 1: T counts instead of R and the owner records boundary B; step 2 is tried with it.
+  // ---- validating (the same rules the CLI checked, against what the broker says now), step 0, then step 1: T counts
+  // instead of R and the owner records boundary B; step 2 is tried with it.
   const counted = await untilCounted({
     op,
     to: T,
     origin,
     counting: 'the swap',
     count: (interrupts) => swapThenRemove(op, T, R, interrupts),
-    recheck: (again) => checkFollowerMove(again.view.partition, again.nodes, R, T),
+    check: (ctx) => checkFollowerMove(ctx.view.partition, ctx.nodes, R, T),
   });
   if ('ended' in counted) return counted.ended;
   const swapped = counted.value;

@@ -8,7 +8,7 @@
 import type { MoveOutcome, ReplaceRequest } from '../rules/definitions';
 import { patched } from '@temporalio/workflow';
 import { checkReplace, ZONE_SPREAD } from '../rules/grow-rules';
-import { removeOnceCovered, untilCounted, validate } from './steps/new-copy';
+import { removeOnceCovered, untilCounted } from './steps/new-copy';
 import { begin } from './steps/operation';
 import { swap } from './steps/swap';
 
@@ -19,18 +19,15 @@ export async function followerReplacement(request: ReplaceRequest): Promise<Move
   const op = begin({ kind: 'replace', partition, from: L, to: T, origin }, request);
 
   return op.run(async () => {
-    // ---- validating: the rules the client checked, against what the broker says now.
-    const refused = await validate(op, (ctx) => checkReplace(ctx.view.partition, ctx.nodes, L, T, spread));
-    if (refused) return refused.ended;
-
-    // ---- step 0, then step 1: T counts in L's place; the owner records boundary B.
+    // ---- validating (the rules the client checked, against what the broker says now), step 0, then step 1: T counts
+    // in L's place; the owner records boundary B.
     const swapped = await untilCounted({
       op,
       to: T,
       origin,
       counting: 'the swap',
       count: (interrupts) => swap(op, T, L, interrupts),
-      recheck: (again) => checkReplace(again.view.partition, again.nodes, L, T, spread),
+      check: (ctx) => checkReplace(ctx.view.partition, ctx.nodes, L, T, spread),
     });
     if ('ended' in swapped) return swapped.ended;
     const B = swapped.value;

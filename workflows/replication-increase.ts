@@ -6,7 +6,7 @@
 import type { GrowRequest, MoveOutcome } from '../rules/definitions';
 import { patched } from '@temporalio/workflow';
 import { checkGrow, ZONE_SPREAD } from '../rules/grow-rules';
-import { untilCounted, validate } from './steps/new-copy';
+import { untilCounted } from './steps/new-copy';
 import { begin } from './steps/operation';
 import { promoteLearner } from './steps/learner';
 
@@ -17,18 +17,15 @@ export async function replicationIncrease(request: GrowRequest): Promise<MoveOut
   const op = begin({ kind: 'grow', partition, from: null, to: T, origin }, request);
 
   return op.run(async () => {
-    // ---- validating: the rules the client checked, against what the broker says now.
-    const refused = await validate(op, (ctx) => checkGrow(ctx.view.partition, ctx.nodes, T, spread));
-    if (refused) return refused.ended;
-
-    // ---- step 0, then the promotion: T counts and the replication factor rises in the same write.
+    // ---- validating (the rules the client checked, against what the broker says now), step 0, then the promotion: T
+    // counts and the replication factor rises in the same write.
     const promoted = await untilCounted({
       op,
       to: T,
       origin,
       counting: 'the promotion',
       count: (interrupts) => promoteLearner(op, T, interrupts),
-      recheck: (again) => checkGrow(again.view.partition, again.nodes, T, spread),
+      check: (ctx) => checkGrow(ctx.view.partition, ctx.nodes, T, spread),
     });
     if ('ended' in promoted) return promoted.ended;
     return { status: 'completed', partition, from: null, to: T, boundary: null, epoch: op.watch.epoch };

@@ -26,8 +26,8 @@ export interface NewCopy<T> {
   count: (interrupts: () => Interrupt | null) => WriteStep<T>;
   /** That write in the words of an outcome ("the swap", "the promotion"): exits happen before it. */
   counting: string;
-  /** The operation's rules, checked again after a recovery with T's own learner left out. */
-  recheck: (ctx: MoveContext) => MoveCheck;
+  /** The operation's rules: checked first (validating), and again after a recovery with T's own learner left out. */
+  check: (ctx: MoveContext) => MoveCheck;
 }
 
 export type Ended = { ended: MoveOutcome };
@@ -37,7 +37,7 @@ export function aborted(partition: string, code: string, reason: string): Ended 
 }
 
 /** Validating: the operation's rules against what the broker says now; how it ended when they refuse, else null. */
-export async function validate(op: Operation, check: (ctx: MoveContext) => MoveCheck): Promise<Ended | null> {
+async function validate(op: Operation, check: (ctx: MoveContext) => MoveCheck): Promise<Ended | null> {
   const partition = op.subject.partition;
   let ctx;
   try {
@@ -51,8 +51,13 @@ export async function validate(op: Operation, check: (ctx: MoveContext) => MoveC
   return result.ok ? null : aborted(partition, result.code, result.message);
 }
 
-/** Step 0 on T, then the write that makes it count: its value, or how the operation ended (learner dropped). */
+/**
+ * Validating, then step 0 on T and the write that makes it count: its value, or how the operation ended (refused
+ * before anything was written, or with the learner dropped).
+ */
 export async function untilCounted<T>(n: NewCopy<T>): Promise<{ value: T } | Ended> {
+  const refused = await validate(n.op, n.check);
+  if (refused) return refused;
   try {
     return await attempts(n);
   } catch (err) {
@@ -127,7 +132,7 @@ async function attempts<T>(n: NewCopy<T>): Promise<{ value: T } | Ended> {
     op.retried(`the recovery on ${partition} activated at epoch ${watch.epoch}: trying again`);
     const ctx = await watch.read();
     const p = ctx.view.partition;
-    const again = n.recheck({ ...ctx, view: { ...ctx.view, partition: { ...p, learners: p.learners.filter((x) => x !== T) } } });
+    const again = n.check({ ...ctx, view: { ...ctx.view, partition: { ...p, learners: p.learners.filter((x) => x !== T) } } });
     if (!again.ok) return withoutLearner(n, again.code, `after the recovery the ${op.subject.kind.replace('-', ' ')} no longer applies: ${again.message}`);
   }
 }
